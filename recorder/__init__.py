@@ -1,0 +1,1 @@
+"""On-vehicle recording daemon: sensor sockets in, finalized hyperframe files out."""
