@@ -7,9 +7,17 @@ from typing import TypeAlias
 import crc32c as _impl
 import numpy as np
 
-__all__ = ["BytesLike", "crc32c"]
+__all__ = ["BytesLike", "PayloadLike", "byte_view", "crc32c"]
 
-BytesLike: TypeAlias = bytes | bytearray | memoryview | np.ndarray
+BytesLike: TypeAlias = bytes | bytearray | memoryview
+PayloadLike: TypeAlias = bytes | bytearray | memoryview | np.ndarray
+
+
+def byte_view(data: PayloadLike) -> memoryview:
+    """A flat unsigned-byte memoryview of ``data`` (arrays made contiguous first)."""
+    if isinstance(data, np.ndarray):
+        return np.ascontiguousarray(data).reshape(-1).view(np.uint8).data
+    return memoryview(data).cast("B")
 
 
 def crc32c(data: BytesLike, value: int = 0) -> int:

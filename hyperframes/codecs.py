@@ -78,7 +78,8 @@ class CodecSpec:
         if not (isinstance(level, int) and lo <= level <= hi):
             raise ValueError(
                 f"codec {self.name!r}: level {self.level!r} out of range {lo}..{hi}"
-                if hi else f"codec {self.name!r} takes no level, got {self.level!r}"
+                if hi
+                else f"codec {self.name!r} takes no level, got {self.level!r}"
             )
         object.__setattr__(self, "level", level)
 
@@ -155,7 +156,7 @@ def encode_frame(payload: BytesLike, spec: CodecSpec, itemsize: int = 1) -> tupl
     compression does not make it smaller. Thread-safe; releases the GIL in
     the compressors.
     """
-    raw = memoryview(payload).cast("B") if not isinstance(payload, np.ndarray) else payload
+    raw = memoryview(payload).cast("B")
     if spec.codec_id == CODEC_NONE:
         return bytes(raw), 0
     data: BytesLike = shuffle(raw, itemsize) if spec.shuffle and itemsize > 1 else raw
@@ -168,8 +169,7 @@ def encode_frame(payload: BytesLike, spec: CodecSpec, itemsize: int = 1) -> tupl
             out = lz4.block.compress(data, store_size=True)
     else:
         out = _zstd_compressor(spec.level or 3).compress(data)
-    n = raw.nbytes if isinstance(raw, (memoryview, np.ndarray)) else len(raw)
-    if len(out) >= n:
+    if len(out) >= raw.nbytes:
         return bytes(raw), 0
     flags = spec.codec_id << CODEC_SHIFT
     if spec.shuffle and itemsize > 1:

@@ -53,7 +53,8 @@ class ChecksumError(CorruptFileError):
         self.expected = expected
         self.actual = actual
         super().__init__(
-            path, f"{what}: CRC32C mismatch (stored {expected:#010x}, computed {actual:#010x})",
+            path,
+            f"{what}: CRC32C mismatch (stored {expected:#010x}, computed {actual:#010x})",
             offset,
         )
 

@@ -12,6 +12,8 @@ from enum import IntFlag
 
 import numpy as np
 
+from hyperframes._crc import crc32c
+
 __all__ = [
     "MAGIC",
     "VERSION",
@@ -89,19 +91,37 @@ class Header:
 
     def encode(self) -> bytes:
         """The header's 512 bytes, CRC32C of bytes 0..508 in the last four."""
-        from hyperframes._crc import crc32c
-
         buf = bytearray(HEADER_SIZE)
         _HEADER_CORE.pack_into(
-            buf, 0, MAGIC, self.version, self.header_size, self.flags,
-            self.start_ns, self.end_ns, self.frame_count, self.stream_count,
-            self.index_offset, self.index_size,
+            buf,
+            0,
+            MAGIC,
+            self.version,
+            self.header_size,
+            self.flags,
+            self.start_ns,
+            self.end_ns,
+            self.frame_count,
+            self.stream_count,
+            self.index_offset,
+            self.index_size,
         )
         _HEADER_EXT.pack_into(
-            buf, _HEADER_CORE.size, self.window_ns, self.data_offset,
-            self.meta_offset, self.meta_size, self.windows_offset, self.windows_size,
-            self.aux_offset, self.aux_size, self.window_count,
-            self.index_crc, self.meta_crc, self.windows_crc, self.aux_crc,
+            buf,
+            _HEADER_CORE.size,
+            self.window_ns,
+            self.data_offset,
+            self.meta_offset,
+            self.meta_size,
+            self.windows_offset,
+            self.windows_size,
+            self.aux_offset,
+            self.aux_size,
+            self.window_count,
+            self.index_crc,
+            self.meta_crc,
+            self.windows_crc,
+            self.aux_crc,
         )
         struct.pack_into("<I", buf, _HEADER_CRC_OFFSET, crc32c(bytes(buf[:_HEADER_CRC_OFFSET])))
         return bytes(buf)
@@ -112,20 +132,33 @@ class Header:
 
         Only unpacks; the caller decides what is acceptable (see ``_validate``).
         """
-        from hyperframes._crc import crc32c
-
         if len(buf) < HEADER_SIZE:
             raise ValueError(f"header needs {HEADER_SIZE} bytes, got {len(buf)}")
         core = _HEADER_CORE.unpack_from(buf, 0)
         ext = _HEADER_EXT.unpack_from(buf, _HEADER_CORE.size)
         (stored_crc,) = struct.unpack_from("<I", buf, _HEADER_CRC_OFFSET)
         header = Header(
-            version=core[1], header_size=core[2], flags=core[3],
-            start_ns=core[4], end_ns=core[5], frame_count=core[6], stream_count=core[7],
-            index_offset=core[8], index_size=core[9],
-            window_ns=ext[0], data_offset=ext[1], meta_offset=ext[2], meta_size=ext[3],
-            windows_offset=ext[4], windows_size=ext[5], aux_offset=ext[6], aux_size=ext[7],
-            window_count=ext[8], index_crc=ext[9], meta_crc=ext[10], windows_crc=ext[11],
+            version=core[1],
+            header_size=core[2],
+            flags=core[3],
+            start_ns=core[4],
+            end_ns=core[5],
+            frame_count=core[6],
+            stream_count=core[7],
+            index_offset=core[8],
+            index_size=core[9],
+            window_ns=ext[0],
+            data_offset=ext[1],
+            meta_offset=ext[2],
+            meta_size=ext[3],
+            windows_offset=ext[4],
+            windows_size=ext[5],
+            aux_offset=ext[6],
+            aux_size=ext[7],
+            window_count=ext[8],
+            index_crc=ext[9],
+            meta_crc=ext[10],
+            windows_crc=ext[11],
             aux_crc=ext[12],
         )
         return header, core[0], stored_crc, crc32c(bytes(buf[:_HEADER_CRC_OFFSET]))
@@ -210,19 +243,22 @@ class BlockRecord:
 
     def encode(self) -> bytes:
         """The record's 64 bytes, CRC32C of bytes 0..60 in the last four."""
-        from hyperframes._crc import crc32c
-
         body = _BLOCK.pack(
-            BLOCK_MAGIC, VERSION, BLOCK_RECORD_SIZE, self.window_id, self.frame_count,
-            self.flags, self.block_size, self.payload_offset, self.entries_crc,
+            BLOCK_MAGIC,
+            VERSION,
+            BLOCK_RECORD_SIZE,
+            self.window_id,
+            self.frame_count,
+            self.flags,
+            self.block_size,
+            self.payload_offset,
+            self.entries_crc,
         )
         return body + struct.pack("<I", crc32c(body))
 
     @staticmethod
     def decode(buf: bytes) -> BlockRecord | None:
         """The record in ``buf``, or None if the bytes are not an intact record."""
-        from hyperframes._crc import crc32c
-
         if len(buf) < BLOCK_RECORD_SIZE:
             return None
         body = bytes(buf[: _BLOCK.size])

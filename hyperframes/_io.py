@@ -1,0 +1,83 @@
+"""Byte-level file I/O: positional reads and writes that handle short transfers, fsync."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+import numpy as np
+
+from hyperframes._crc import BytesLike
+from hyperframes.layout import ALIGN
+
+__all__ = ["pread_exact", "pread_into_aligned", "write_all", "fsync_dir", "aligned_empty"]
+
+_IOV_MAX = 512
+
+
+def pread_exact(fd: int, size: int, offset: int) -> bytes:
+    """Exactly ``size`` bytes at ``offset``; fewer only at end of file."""
+    data = os.pread(fd, size, offset)
+    if len(data) == size or not data:
+        return data
+    parts = [data]
+    got = len(data)
+    while got < size:
+        chunk = os.pread(fd, size - got, offset + got)
+        if not chunk:
+            break
+        parts.append(chunk)
+        got += len(chunk)
+    return b"".join(parts)
+
+
+def aligned_empty(size: int, align: int = ALIGN) -> np.ndarray:
+    """An uninitialised uint8 array of ``size`` bytes whose data starts on ``align``."""
+    raw = np.empty(size + align, dtype=np.uint8)
+    start = -raw.ctypes.data % align
+    return raw[start : start + size]
+
+
+def pread_into_aligned(fd: int, size: int, offset: int) -> np.ndarray:
+    """Read ``size`` bytes at ``offset`` into a fresh 64-byte-aligned array.
+
+    Returns a shorter array if the file ends first.
+    """
+    buf = aligned_empty(size)
+    got = 0
+    view = buf.data
+    while got < size:
+        n = os.preadv(fd, [view[got:]], offset + got)
+        if n == 0:
+            return buf[:got]
+        got += n
+    return buf
+
+
+def write_all(fd: int, buffers: Sequence[BytesLike]) -> int:
+    """Write every buffer in order at the current position; returns bytes written."""
+    total = 0
+    views = [memoryview(b).cast("B") for b in buffers if len(b)]
+    while views:
+        batch = views[:_IOV_MAX]
+        n = os.writev(fd, batch)
+        total += n
+        # drop fully written views, trim a partially written one
+        while n and views:
+            head = views[0]
+            if n >= head.nbytes:
+                n -= head.nbytes
+                views.pop(0)
+            else:
+                views[0] = head[n:]
+                n = 0
+    return total
+
+
+def fsync_dir(path: str | os.PathLike[str]) -> None:
+    """fsync a directory so that a rename or create inside it is durable."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

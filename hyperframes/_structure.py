@@ -1,0 +1,225 @@
+"""Load and validate the structure of a file: header, index, tables, metadata.
+
+Every offset and size is checked against the file length before anything is
+allocated or read, so a hostile file yields a typed error, never a huge
+allocation, a hang or a crash. Unknown flag bits and reserved bytes are
+ignored (forward compatibility); only what cannot be read is rejected.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import numpy as np
+
+from hyperframes._crc import crc32c
+from hyperframes._io import pread_exact
+from hyperframes._meta import MAX_META_SIZE, Meta, decode_meta
+from hyperframes.errors import (
+    ChecksumError,
+    CorruptFileError,
+    NotFinalizedError,
+    UnsupportedVersionError,
+)
+from hyperframes.layout import (
+    ALIGN,
+    AUX_DTYPE,
+    HEADER_SIZE,
+    INDEX_DTYPE,
+    MAGIC,
+    VERSION,
+    WINDOW_DTYPE,
+    Header,
+    HeaderFlags,
+)
+
+__all__ = ["Structure", "read_header", "read_meta", "load_structure"]
+
+
+@dataclass(frozen=True, slots=True)
+class Structure:
+    """Everything a reader keeps in memory about a finalized file."""
+
+    header: Header
+    meta: Meta
+    index: np.ndarray  # INDEX_DTYPE, sorted by (stream_id, timestamp_ns)
+    windows: np.ndarray  # WINDOW_DTYPE, sorted by window_id
+    file_size: int
+
+
+def read_header(fd: int, path: str, file_size: int) -> Header:
+    """Read and check the 512-byte header (finalized or not)."""
+    if file_size < HEADER_SIZE:
+        raise CorruptFileError(path, f"file is {file_size} bytes, shorter than the header", 0)
+    header, magic, stored, computed = Header.decode(pread_exact(fd, HEADER_SIZE, 0))
+    if magic != MAGIC:
+        raise CorruptFileError(path, f"bad magic {magic!r}, expected {MAGIC!r}", 0)
+    if header.version != VERSION:
+        raise UnsupportedVersionError(path, header.version, VERSION)
+    if stored != computed:
+        raise ChecksumError(path, "header", 0, stored, computed)
+    if header.header_size != HEADER_SIZE:
+        raise CorruptFileError(path, f"header size {header.header_size}, expected 512", 6)
+    if not header.flags & HeaderFlags.LITTLE_ENDIAN:
+        raise CorruptFileError(path, "header flags lack the little-endian bit", 8)
+    if header.window_ns <= 0:
+        raise CorruptFileError(path, "window length is 0", 52)
+    return header
+
+
+def _region(path: str, what: str, offset: int, size: int, lo: int, hi: int) -> None:
+    if offset % ALIGN or offset < lo or size < 0 or offset + size > hi:
+        raise CorruptFileError(
+            path,
+            f"{what} [{offset}, {offset + size}) lies outside [{lo}, {hi}) or is unaligned",
+            offset,
+        )
+
+
+def read_meta(fd: int, path: str, offset: int, size: int, file_size: int, crc: int | None) -> Meta:
+    """Read, check and decode the JSON metadata block."""
+    _region(path, "metadata", offset, size, HEADER_SIZE, file_size)
+    if size > MAX_META_SIZE:
+        raise CorruptFileError(path, f"metadata block of {size} bytes exceeds the limit", offset)
+    data = pread_exact(fd, size, offset)
+    if crc is not None and crc32c(data) != crc:
+        raise ChecksumError(path, "metadata", offset, crc, crc32c(data))
+    try:
+        meta = decode_meta(data)
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise CorruptFileError(path, f"metadata does not decode: {exc}", offset) from None
+    ids = [s.id for s in meta.streams]
+    if len(set(ids)) != len(ids):
+        raise CorruptFileError(path, f"stream table repeats ids: {sorted(ids)}", offset)
+    if meta.window_ns <= 0:
+        raise CorruptFileError(path, "metadata window length is not positive", offset)
+    return meta
+
+
+def _table(
+    fd: int,
+    path: str,
+    what: str,
+    offset: int,
+    size: int,
+    crc: int,
+    dtype: np.dtype,
+    count: int,
+    lo: int,
+    hi: int,
+) -> np.ndarray:
+    _region(path, what, offset, size, lo, hi)
+    if size != count * dtype.itemsize:
+        raise CorruptFileError(
+            path, f"{what} is {size} bytes, expected {count} x {dtype.itemsize}", offset
+        )
+    data = pread_exact(fd, size, offset)
+    actual = crc32c(data)
+    if actual != crc:
+        raise ChecksumError(path, what, offset, crc, actual)
+    return np.frombuffer(data, dtype=dtype)
+
+
+def load_structure(fd: int, path: str) -> Structure:
+    """Validate a finalized file and load its index, window table and metadata."""
+    file_size = os.fstat(fd).st_size
+    h = read_header(fd, path, file_size)
+    if not h.finalized:
+        raise NotFinalizedError(path)
+    if not HEADER_SIZE <= h.data_offset <= h.index_offset:
+        raise CorruptFileError(path, f"data offset {h.data_offset} outside the file", 60)
+    index = _table(
+        fd,
+        path,
+        "index",
+        h.index_offset,
+        h.index_size,
+        h.index_crc,
+        INDEX_DTYPE,
+        h.frame_count,
+        h.data_offset,
+        file_size,
+    )
+    windows = _table(
+        fd,
+        path,
+        "window table",
+        h.windows_offset,
+        h.windows_size,
+        h.windows_crc,
+        WINDOW_DTYPE,
+        h.window_count,
+        h.data_offset,
+        file_size,
+    )
+    meta = read_meta(fd, path, h.meta_offset, h.meta_size, file_size, h.meta_crc)
+    if len(meta.streams) != h.stream_count:
+        raise CorruptFileError(
+            path, f"header says {h.stream_count} streams, table has {len(meta.streams)}", 32
+        )
+    if meta.window_ns != h.window_ns:
+        raise CorruptFileError(path, "header and metadata disagree on window length", 52)
+    _check_index(path, index, h, meta)
+    if len(windows) > 1 and np.any(np.diff(windows["window_id"]) <= 0):
+        raise CorruptFileError(path, "window table is not sorted by window id", h.windows_offset)
+    ends = windows["payload_offset"] + windows["payload_size"]
+    if len(windows) and (
+        np.any(windows["payload_offset"] < h.data_offset) or np.any(ends > h.index_offset)
+    ):
+        raise CorruptFileError(
+            path, "window table points outside the payload region", h.windows_offset
+        )
+    return Structure(h, meta, index, windows, file_size)
+
+
+def _check_index(path: str, index: np.ndarray, h: Header, meta: Meta) -> None:
+    """Vectorised checks of every entry (no per-entry Python loop)."""
+    if not len(index):
+        return
+    offsets = index["offset"]
+    ends = offsets + index["size"].astype(np.uint64)
+    bad = (offsets < h.data_offset) | (offsets % ALIGN != 0) | (ends > h.index_offset)
+    if np.any(bad):
+        i = int(np.argmax(bad))
+        raise CorruptFileError(
+            path,
+            f"index entry {i} points at [{int(offsets[i])}, {int(ends[i])}), outside the "
+            f"payload region [{h.data_offset}, {h.index_offset}) or unaligned",
+            h.index_offset + 32 * i,
+        )
+    sid = index["stream_id"]
+    known = np.array(sorted(s.id for s in meta.streams), dtype=np.uint16)
+    unknown = ~np.isin(sid, known)
+    if np.any(unknown):
+        i = int(np.argmax(unknown))
+        raise CorruptFileError(
+            path, f"index entry {i} names unknown stream {int(sid[i])}", h.index_offset + 32 * i
+        )
+    ts = index["timestamp_ns"]
+    unsorted = (sid[1:] < sid[:-1]) | ((sid[1:] == sid[:-1]) & (ts[1:] < ts[:-1]))
+    if np.any(unsorted):
+        i = int(np.argmax(unsorted)) + 1
+        raise CorruptFileError(
+            path,
+            f"index is not sorted by (stream, timestamp) at entry {i}",
+            h.index_offset + 32 * i,
+        )
+
+
+def load_aux(fd: int, path: str, h: Header, count: int) -> np.ndarray:
+    """The per-entry receive time / duration table (empty if the file has none)."""
+    if h.aux_size == 0:
+        return np.zeros(count, AUX_DTYPE)
+    return _table(
+        fd,
+        path,
+        "aux table",
+        h.aux_offset,
+        h.aux_size,
+        h.aux_crc,
+        AUX_DTYPE,
+        count,
+        h.data_offset,
+        os.fstat(fd).st_size,
+    )

@@ -1,0 +1,397 @@
+"""HyperframeReader: random and window access to a finalized file with ``pread``.
+
+The reader holds one file descriptor and never moves a file position, so one
+reader may serve several threads. It cannot be pickled: open one per process
+(a PyTorch DataLoader worker opens its own, see :mod:`hyperframes.torch`).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Literal, Self
+
+import numpy as np
+
+from hyperframes import search
+from hyperframes._crc import BytesLike, crc32c
+from hyperframes._io import aligned_empty, pread_into_aligned
+from hyperframes._structure import Structure, load_aux, load_structure
+from hyperframes.codecs import CODEC_NONE, CodecError, codec_of, decode_frame
+from hyperframes.errors import ChecksumError, CorruptFileError, FrameNotFoundError
+from hyperframes.layout import FrameFlags
+from hyperframes.streams import FileMetadata, StreamInfo
+from hyperframes.windows import window_end, window_start
+
+__all__ = ["HyperframeReader", "Frame", "Hyperframe", "Mode"]
+
+Mode = Literal["nearest", "before", "after"]
+_COALESCE_GAP = 64 << 10  # read across holes up to this size rather than issue another pread
+
+
+@dataclass(frozen=True, slots=True)
+class Frame:
+    """One decoded frame. ``data`` starts on a 64-byte boundary in memory."""
+
+    stream: StreamInfo
+    timestamp_ns: int
+    stream_index: int
+    flags: int
+    data: np.ndarray  # uint8, 64-byte aligned
+
+    @property
+    def stream_id(self) -> int:
+        """The frame's stream id."""
+        return self.stream.id
+
+    @property
+    def keyframe(self) -> bool:
+        """True for codec keyframes (H.265 IDR access units...)."""
+        return bool(self.flags & FrameFlags.KEYFRAME)
+
+    @property
+    def hardware_timestamp(self) -> bool:
+        """True when ``timestamp_ns`` is a sensor capture time, False for host time."""
+        return bool(self.flags & FrameFlags.HW_TIMESTAMP)
+
+    @property
+    def late(self) -> bool:
+        """True when the recorder received this frame after its window had closed."""
+        return bool(self.flags & FrameFlags.LATE)
+
+    @property
+    def quarantined(self) -> bool:
+        """True when the recorder judged the timestamp implausible (clock jump)."""
+        return bool(self.flags & FrameFlags.QUARANTINED)
+
+    def tobytes(self) -> bytes:
+        """The payload as bytes (a copy)."""
+        return self.data.tobytes()
+
+    def array(self) -> np.ndarray:
+        """The payload as an array of the stream's dtype and shape (a view, no copy)."""
+        s = self.stream
+        if s.dtype is None:
+            raise TypeError(f"stream {s.id} ({s.name}) has encoding {s.encoding!r}, not an array")
+        arr = self.data.view(np.dtype(s.dtype))
+        return arr.reshape(s.shape) if s.shape is not None else arr
+
+
+@dataclass(frozen=True, slots=True)
+class Hyperframe:
+    """All frames of one window, per stream in timestamp order."""
+
+    window_id: int
+    start_ns: int  # exclusive
+    end_ns: int  # inclusive
+    frames: dict[int, list[Frame]]
+    missing: tuple[int, ...] = field(default=())
+
+    def __getitem__(self, stream_id: int) -> list[Frame]:
+        return self.frames.get(stream_id, [])
+
+
+class HyperframeReader:
+    """Reads a finalized hyperframe file.
+
+    Opening reads the header, index, window table and metadata once (a few
+    ms for a million frames) and validates them; payloads are read on demand
+    with ``pread``. With ``verify=True`` (the default) every payload read is
+    checked against its CRC32C.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        verify: bool = True,
+        max_frame_bytes: int = 1 << 30,
+    ) -> None:
+        self.path = Path(path)
+        self._name = os.fspath(path)
+        self.verify = verify
+        self.max_frame_bytes = max_frame_bytes
+        self._fd = os.open(self._name, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        try:
+            self._s: Structure = load_structure(self._fd, self._name)
+        except BaseException:
+            os.close(self._fd)
+            raise
+        self.streams: dict[int, StreamInfo] = {s.id: s for s in self._s.meta.streams}
+        self._by_name = {s.name: s.id for s in self._s.meta.streams}
+        sid = self._s.index["stream_id"]
+        ids = np.array(sorted(self.streams), dtype=np.uint16)
+        lo = np.searchsorted(sid, ids, "left")
+        hi = np.searchsorted(sid, ids, "right")
+        self._slices = {int(i): (int(a), int(b)) for i, a, b in zip(ids, lo, hi, strict=True)}
+        self._ts: dict[int, np.ndarray] = {}
+        self._aux: np.ndarray | None = None
+        self._lock = threading.Lock()
+
+    # --- file-level facts ------------------------------------------------
+
+    @property
+    def metadata(self) -> FileMetadata:
+        """Vehicle id, recorder version, segment number, creation time."""
+        return self._s.meta.file
+
+    @property
+    def window_ns(self) -> int:
+        """Window length in ns."""
+        return self._s.header.window_ns
+
+    @property
+    def index(self) -> np.ndarray:
+        """The whole index (read-only structured array, INDEX_DTYPE)."""
+        return self._s.index
+
+    @property
+    def frame_count(self) -> int:
+        """Frames in the file."""
+        return len(self._s.index)
+
+    @property
+    def start_ns(self) -> int:
+        """Start of the first window."""
+        return self._s.header.start_ns
+
+    @property
+    def end_ns(self) -> int:
+        """End of the last window."""
+        return self._s.header.end_ns
+
+    @property
+    def header(self) -> object:
+        """The decoded header (for tools such as ``hyperframes info``)."""
+        return self._s.header
+
+    def stream(self, stream: int | str) -> StreamInfo:
+        """A stream by id or name."""
+        sid = self._stream_id(stream)
+        return self.streams[sid]
+
+    def timestamps(self, stream: int | str) -> np.ndarray:
+        """Sorted capture timestamps of one stream (uint64, contiguous, cached)."""
+        sid = self._stream_id(stream)
+        ts = self._ts.get(sid)
+        if ts is None:
+            lo, hi = self._slices[sid]
+            ts = np.ascontiguousarray(self._s.index["timestamp_ns"][lo:hi])
+            self._ts[sid] = ts
+        return ts
+
+    def aux(self) -> np.ndarray:
+        """Per-entry host receive time and exposure/scan duration, aligned with :attr:`index`."""
+        with self._lock:
+            if self._aux is None:
+                self._aux = load_aux(self._fd, self._name, self._s.header, self.frame_count)
+            return self._aux
+
+    # --- lookups ----------------------------------------------------------
+
+    def find(
+        self,
+        stream: int | str,
+        timestamp_ns: int,
+        mode: Mode = "nearest",
+        tolerance_ns: int | None = None,
+    ) -> int:
+        """Index position of the frame matching a query; see :meth:`read`."""
+        sid = self._stream_id(stream)
+        ts = self.timestamps(sid)
+        i = search.find(ts, timestamp_ns, mode)
+        if i is None:
+            near = search.find(ts, timestamp_ns, "nearest")
+            raise FrameNotFoundError(
+                self._name,
+                sid,
+                timestamp_ns,
+                f"no frame {mode} the query",
+                int(ts[near]) if near is not None else None,
+            )
+        if tolerance_ns is not None and abs(int(ts[i]) - timestamp_ns) > tolerance_ns:
+            raise FrameNotFoundError(
+                self._name, sid, timestamp_ns, f"no frame within {tolerance_ns} ns", int(ts[i])
+            )
+        return self._slices[sid][0] + i
+
+    def read(
+        self,
+        stream: int | str,
+        timestamp_ns: int,
+        mode: Mode = "nearest",
+        tolerance_ns: int | None = None,
+    ) -> Frame:
+        """The frame of ``stream`` nearest to / at or before / at or after ``timestamp_ns``.
+
+        Raises :class:`FrameNotFoundError` when the stream has no such frame
+        or the match is further than ``tolerance_ns`` away.
+        """
+        return self.frame_at(self.find(stream, timestamp_ns, mode, tolerance_ns))
+
+    def read_range(self, stream: int | str, start_ns: int, end_ns: int) -> list[Frame]:
+        """Frames of ``stream`` with ``start_ns <= timestamp <= end_ns``, coalesced reads."""
+        sid = self._stream_id(stream)
+        a, b = search.range_between(self.timestamps(sid), start_ns, end_ns)
+        base = self._slices[sid][0]
+        return self._read_entries(np.arange(base + a, base + b))
+
+    def frames(self, stream: int | str) -> Iterator[Frame]:
+        """Every frame of one stream in timestamp order."""
+        lo, hi = self._slices[self._stream_id(stream)]
+        for i in range(lo, hi):
+            yield self.frame_at(i)
+
+    def frame_at(self, i: int) -> Frame:
+        """The frame of index entry ``i``."""
+        e = self._s.index[i]
+        buf = pread_into_aligned(self._fd, int(e["size"]), int(e["offset"]))
+        return self._decode(i, buf)
+
+    # --- windows ----------------------------------------------------------
+
+    def window_count(self) -> int:
+        """Number of windows (hyperframes) in the file."""
+        return len(self._s.windows)
+
+    @property
+    def window_ids(self) -> np.ndarray:
+        """Window ids (multiples of the window length since the epoch) in order."""
+        return self._s.windows["window_id"]
+
+    def window_entries(self, i: int) -> np.ndarray:
+        """Index positions of the frames of window ``i`` (by timestamp), per stream in order."""
+        wid = int(self._s.windows["window_id"][i])
+        start, end = window_start(wid, self.window_ns), window_end(wid, self.window_ns)
+        parts = []
+        for sid, (lo, _hi) in self._slices.items():
+            a, b = search.window_between(self.timestamps(sid), start, end)
+            if b > a:
+                parts.append(np.arange(lo + a, lo + b))
+        return np.concatenate(parts) if parts else np.empty(0, np.intp)
+
+    def get_window(self, i: int) -> Hyperframe:
+        """Window ``i`` (0-based) as a :class:`Hyperframe`; one coalesced read for its block."""
+        if not -len(self._s.windows) <= i < len(self._s.windows):
+            raise IndexError(f"window {i} out of range (file has {len(self._s.windows)})")
+        wid = int(self._s.windows["window_id"][i])
+        frames: dict[int, list[Frame]] = {}
+        for f in self._read_entries(self.window_entries(i)):
+            frames.setdefault(f.stream.id, []).append(f)
+        return Hyperframe(
+            window_id=wid,
+            start_ns=window_start(wid, self.window_ns),
+            end_ns=window_end(wid, self.window_ns),
+            frames=frames,
+            missing=self._s.meta.missing.get(wid, ()),
+        )
+
+    def __iter__(self) -> Iterator[Hyperframe]:
+        for i in range(self.window_count()):
+            yield self.get_window(i)
+
+    def __len__(self) -> int:
+        return self.window_count()
+
+    # --- lifecycle --------------------------------------------------------
+
+    def close(self) -> None:
+        """Close the file descriptor."""
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        fd = getattr(self, "_fd", -1)
+        if fd >= 0:
+            os.close(fd)
+
+    def __reduce__(self) -> str | tuple[object, ...]:
+        raise TypeError(
+            "HyperframeReader holds a file descriptor and cannot be pickled; "
+            "open one reader per process (e.g. lazily in each DataLoader worker)"
+        )
+
+    # --- internals --------------------------------------------------------
+
+    def _stream_id(self, stream: int | str) -> int:
+        if isinstance(stream, str):
+            sid = self._by_name.get(stream)
+            if sid is None:
+                raise KeyError(
+                    f"{self._name}: no stream named {stream!r}; streams: {sorted(self._by_name)}"
+                )
+            return sid
+        if stream not in self.streams:
+            raise KeyError(f"{self._name}: no stream with id {stream}; ids: {sorted(self.streams)}")
+        return stream
+
+    def _read_entries(self, positions: np.ndarray) -> list[Frame]:
+        """Decode the frames at index ``positions``, reading neighbouring payloads at once."""
+        if not len(positions):
+            return []
+        entries = self._s.index[positions]
+        order = np.argsort(entries["offset"], kind="stable")
+        offsets = entries["offset"][order].astype(np.int64)
+        ends = offsets + entries["size"][order].astype(np.int64)
+        out: list[Frame | None] = [None] * len(positions)
+        run_start = 0
+        n = len(order)
+        for k in range(1, n + 1):
+            if k < n and offsets[k] - ends[k - 1] <= _COALESCE_GAP:
+                continue
+            base = int(offsets[run_start])
+            buf = pread_into_aligned(self._fd, int(ends[run_start:k].max()) - base, base)
+            for j in range(run_start, k):
+                rel = int(offsets[j]) - base
+                out[order[j]] = self._decode(
+                    int(positions[order[j]]), buf[rel : rel + int(ends[j] - offsets[j])]
+                )
+            run_start = k
+        return [f for f in out if f is not None]
+
+    def _decode(self, i: int, stored: np.ndarray) -> Frame:
+        e = self._s.index[i]
+        size, offset, flags = int(e["size"]), int(e["offset"]), int(e["flags"])
+        if len(stored) != size:
+            raise CorruptFileError(
+                self._name, f"frame {i} truncated ({len(stored)}/{size} bytes)", offset
+            )
+        if self.verify:
+            actual = crc32c(stored.data)
+            if actual != int(e["crc32c"]):
+                raise ChecksumError(
+                    self._name,
+                    f"frame {i} (stream {int(e['stream_id'])}, t={int(e['timestamp_ns'])})",
+                    offset,
+                    int(e["crc32c"]),
+                    actual,
+                )
+        stream = self.streams[int(e["stream_id"])]
+        if codec_of(flags) == CODEC_NONE and not flags & FrameFlags.SHUFFLED:
+            data = stored
+        else:
+            try:
+                raw: BytesLike = decode_frame(
+                    stored.data, flags, stream.itemsize, self.max_frame_bytes
+                )
+            except CodecError as exc:
+                raise CorruptFileError(self._name, f"frame {i}: {exc}", offset) from None
+            data = aligned_empty(len(raw))
+            data[:] = np.frombuffer(raw, dtype=np.uint8)
+        return Frame(stream, int(e["timestamp_ns"]), int(e["stream_index"]), flags, data)

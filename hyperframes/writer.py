@@ -1,0 +1,567 @@
+"""HyperframeWriter: append frames window by window into ``NAME.tmp``, finalize, rename.
+
+Durability model (docs/FORMAT.md, "Crash recovery"): the header and the stream
+table are written and fsynced when the file is created; every window is then
+written as one block that starts with a checksummed record of its index
+entries; blocks are fsynced at a bounded cadence. A power cut therefore loses
+at most the blocks written since the last fsync, and ``hyperframes recover``
+rebuilds a valid file from the blocks that survived. The final index, written
+by :meth:`HyperframeWriter.finalize`, makes the block records redundant.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import NamedTuple, Self
+
+import numpy as np
+
+from hyperframes._crc import BytesLike, PayloadLike, byte_view, crc32c
+from hyperframes._io import fsync_dir, write_all
+from hyperframes._meta import Meta, encode_meta
+from hyperframes.codecs import CODEC_LZ4, CODEC_ZSTD, CodecSpec, codec_of, encode_frame
+from hyperframes.layout import (
+    ALIGN,
+    AUX_DTYPE,
+    BLOCK_RECORD_SIZE,
+    HEADER_SIZE,
+    INDEX_DTYPE,
+    WINDOW_DTYPE,
+    WINDOW_FLAG_HAS_LATE,
+    WINDOW_FLAG_INCOMPLETE,
+    BlockRecord,
+    FrameFlags,
+    Header,
+    HeaderFlags,
+    pad_len,
+)
+from hyperframes.streams import FileMetadata, StreamInfo
+from hyperframes.windows import window_of
+
+__all__ = ["HyperframeWriter", "WriteFrame", "default_codec", "TMP_SUFFIX"]
+
+TMP_SUFFIX = ".tmp"
+_U64_MAX = (1 << 64) - 1
+_U32_MAX = (1 << 32) - 1
+_USER_FLAGS = (
+    FrameFlags.KEYFRAME | FrameFlags.HW_TIMESTAMP | FrameFlags.LATE | FrameFlags.QUARANTINED
+)
+_ZEROS = bytes(ALIGN)
+
+
+class WriteFrame(NamedTuple):
+    """One frame handed to :meth:`HyperframeWriter.write_window`."""
+
+    stream_id: int
+    timestamp_ns: int
+    payload: PayloadLike
+    flags: int | None = None
+    stream_index: int | None = None
+    receive_ns: int = 0
+    duration_ns: int = 0
+
+
+def default_codec(stream: StreamInfo) -> CodecSpec:
+    """The codec a stream is written with: its own setting, or the encoding's policy.
+
+    Pre-compressed encodings (JPEG, H.265...) are never compressed again;
+    array encodings default to LZ4HC with byte shuffle; anything else to LZ4HC.
+    """
+    if stream.precompressed:
+        if stream.codec not in (None, "none"):
+            raise ValueError(
+                f"stream {stream.id} ({stream.name}): encoding {stream.encoding!r} is already "
+                f"compressed; codec {stream.codec!r} would gain ~1% for a full pass over the "
+                "bytes; use codec 'none'"
+            )
+        return CodecSpec("none")
+    if stream.codec is not None:
+        return CodecSpec(stream.codec, stream.level, stream.shuffle)
+    return CodecSpec("lz4hc", None, stream.dtype is not None and stream.itemsize > 1)
+
+
+@dataclass(slots=True)
+class _Pending:
+    """A frame whose payload is being compressed on the pool."""
+
+    stream_id: int
+    timestamp_ns: int
+    stream_index: int
+    flags: int
+    receive_ns: int
+    duration_ns: int
+    raw_size: int
+    future: Future[tuple[bytes, int, int]]
+
+
+def _encode(payload: memoryview, spec: CodecSpec, itemsize: int) -> tuple[bytes, int, int]:
+    stored, codec_flags = encode_frame(payload, spec, itemsize)
+    return stored, codec_flags, crc32c(stored)
+
+
+class HyperframeWriter:
+    """Writes one hyperframe file (a segment of many windows).
+
+    Use as a context manager. Frames go in with :meth:`append` (the writer
+    groups them by window and writes a window when a frame of a later window
+    arrives) or a whole window at a time with :meth:`write_window`. Leaving
+    the ``with`` block normally finalizes the file; an exception leaves a
+    recoverable ``NAME.tmp`` and never a file under the final name.
+
+    Not thread-safe: one thread drives a writer. Compression runs on an
+    internal pool of ``threads`` workers (LZ4 and ZSTD release the GIL).
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        streams: Sequence[StreamInfo],
+        window_ns: int,
+        metadata: FileMetadata | None = None,
+        *,
+        codecs: Mapping[int, CodecSpec] | None = None,
+        fsync_interval_s: float = 1.0,
+        threads: int | None = None,
+    ) -> None:
+        if window_ns <= 0:
+            raise ValueError(f"window_ns must be > 0, got {window_ns}")
+        if fsync_interval_s < 0:
+            raise ValueError(f"fsync_interval_s must be >= 0, got {fsync_interval_s}")
+        ids = [s.id for s in streams]
+        if len(set(ids)) != len(ids):
+            raise ValueError(f"duplicate stream ids in {sorted(ids)}")
+        names = [s.name for s in streams]
+        if len(set(names)) != len(names):
+            raise ValueError(f"duplicate stream names in {sorted(names)}")
+        self.path = Path(path)
+        self.tmp_path = self.path.with_name(self.path.name + TMP_SUFFIX)
+        self.streams: dict[int, StreamInfo] = {s.id: s for s in streams}
+        self.window_ns = window_ns
+        self.metadata = metadata or FileMetadata(created_ns=time.time_ns())
+        self._codecs = {s.id: default_codec(s) for s in streams}
+        if codecs:
+            unknown = set(codecs) - set(self.streams)
+            if unknown:
+                raise ValueError(f"codecs given for unknown stream ids {sorted(unknown)}")
+            self._codecs.update(codecs)
+        self._itemsize = {s.id: s.itemsize for s in streams}
+        self._hw_default = {
+            s.id: FrameFlags.HW_TIMESTAMP if s.hardware_timestamps else FrameFlags.NONE
+            for s in streams
+        }
+        self.fsync_interval_s = fsync_interval_s
+        self._pool = ThreadPoolExecutor(
+            max_workers=threads or min(4, os.cpu_count() or 1), thread_name_prefix="hf-compress"
+        )
+        self._next_index: dict[int, int] = dict.fromkeys(self.streams, 0)
+        self._pending: list[_Pending] = []
+        self._pending_window: int | None = None
+        self._last_window: int | None = None
+        self._entries: list[np.ndarray] = []
+        self._aux: list[np.ndarray] = []
+        self._windows: list[tuple[int, int, int, int, int]] = []
+        self._missing: dict[int, tuple[int, ...]] = {}
+        self._header_flags = int(HeaderFlags.LITTLE_ENDIAN)
+        self.bytes_in = 0
+        self.bytes_stored = 0
+        self.frame_count = 0
+        self._closed = False
+
+        if self.path.exists():
+            raise FileExistsError(f"{self.path}: already exists; refusing to overwrite")
+        meta = encode_meta(self._meta())
+        self._meta_size = len(meta)
+        self._fd = os.open(self.tmp_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        try:
+            self._pos = HEADER_SIZE + self._meta_size + pad_len(self._meta_size)
+            self._data_offset = self._pos
+            header = self._header(finalized=False)
+            write_all(self._fd, [header.encode(), meta, bytes(pad_len(self._meta_size))])
+            os.fsync(self._fd)
+            fsync_dir(self.tmp_path.parent)
+        except BaseException:
+            os.close(self._fd)
+            self.tmp_path.unlink(missing_ok=True)
+            raise
+        self._last_sync = time.monotonic()
+
+    # --- public API -------------------------------------------------------
+
+    def append(
+        self,
+        stream_id: int,
+        timestamp_ns: int,
+        payload: PayloadLike,
+        *,
+        flags: int | None = None,
+        stream_index: int | None = None,
+        receive_ns: int = 0,
+        duration_ns: int = 0,
+    ) -> None:
+        """Add one frame; its window is written once a frame of a later window arrives.
+
+        ``flags`` defaults to the stream's timestamp source (HW_TIMESTAMP for
+        hardware-stamped streams); pass KEYFRAME for codec keyframes.
+        ``stream_index`` defaults to a per-stream counter. A frame of a window
+        that was already written lands in the current block, flagged LATE.
+        """
+        self._check_open()
+        window = window_of(timestamp_ns, self.window_ns)
+        if self._pending_window is None:
+            self._pending_window = window
+        elif window > self._pending_window:
+            self.flush()
+            self._pending_window = window
+        elif window < self._pending_window:
+            flags = (flags if flags is not None else self._hw_default.get(stream_id, 0)) | (
+                FrameFlags.LATE
+            )
+        self._submit(stream_id, timestamp_ns, payload, flags, stream_index, receive_ns, duration_ns)
+
+    def write_window(
+        self,
+        window_id: int,
+        frames: Iterable[WriteFrame],
+        missing: Iterable[int] = (),
+    ) -> None:
+        """Write one complete window block now.
+
+        ``frames`` may include late frames of earlier windows (flag them LATE)
+        and quarantined frames; ``missing`` lists streams that delivered
+        nothing in this window. Window ids must increase from call to call.
+        """
+        self._check_open()
+        self.flush()
+        self._pending_window = window_id
+        for f in frames:
+            self._submit(
+                f.stream_id,
+                f.timestamp_ns,
+                f.payload,
+                f.flags,
+                f.stream_index,
+                f.receive_ns,
+                f.duration_ns,
+            )
+        self._flush_pending(missing)
+
+    def flush(self) -> None:
+        """Write the window collected by :meth:`append` so far, if any."""
+        self._check_open()
+        self._flush_pending(())
+
+    def sync(self) -> None:
+        """fsync now: everything written so far survives a power cut."""
+        self._check_open()
+        os.fsync(self._fd)
+        self._last_sync = time.monotonic()
+
+    @property
+    def bytes_written(self) -> int:
+        """Size of the ``.tmp`` file so far."""
+        return self._pos
+
+    def finalize(self) -> Path:
+        """Write index and tables, mark the file finalized, fsync, rename; returns the path."""
+        self._check_open()
+        try:
+            self._flush_pending(())
+            entries = np.concatenate(self._entries) if self._entries else np.empty(0, INDEX_DTYPE)
+            aux = np.concatenate(self._aux) if self._aux else np.empty(0, AUX_DTYPE)
+            windows = np.array(self._windows, dtype=WINDOW_DTYPE)
+            write_trailer(
+                self._fd,
+                self._pos,
+                self._data_offset,
+                entries,
+                aux,
+                windows,
+                self._meta(),
+                self._header_flags,
+            )
+            os.close(self._fd)
+            self._closed = True
+            os.replace(self.tmp_path, self.path)
+            fsync_dir(self.path.parent)
+        except BaseException:
+            self._abort()
+            raise
+        finally:
+            self._pool.shutdown(wait=True)
+        return self.path
+
+    def abort(self) -> Path:
+        """Stop without finalizing: write what is complete, fsync, keep ``NAME.tmp``."""
+        if not self._closed:
+            try:
+                self._flush_pending(())
+            finally:
+                self._abort()
+        return self.tmp_path
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._closed:
+            return
+        if exc_type is None:
+            self.finalize()
+        else:
+            self.abort()
+
+    def __reduce__(self) -> str | tuple[object, ...]:
+        raise TypeError("HyperframeWriter holds an open file and cannot be pickled")
+
+    # --- internals --------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ValueError(f"{self.path}: writer is closed")
+
+    def _meta(self) -> Meta:
+        streams = tuple(self.streams.values())
+        with_codecs = tuple(
+            StreamInfo.from_dict(
+                s.to_dict()
+                | {
+                    "codec": self._codecs[s.id].name,
+                    "level": self._codecs[s.id].level,
+                    "shuffle": self._codecs[s.id].shuffle,
+                }
+            )
+            for s in streams
+        )
+        return Meta(with_codecs, self.metadata, self.window_ns, dict(self._missing))
+
+    def _header(self, finalized: bool) -> Header:
+        return Header(
+            flags=self._header_flags | (HeaderFlags.FINALIZED if finalized else 0),
+            start_ns=0,
+            end_ns=0,
+            frame_count=0,
+            stream_count=len(self.streams),
+            index_offset=0,
+            index_size=0,
+            window_ns=self.window_ns,
+            data_offset=self._pos,
+            meta_offset=HEADER_SIZE,
+            meta_size=self._meta_size,
+            windows_offset=0,
+            windows_size=0,
+            aux_offset=0,
+            aux_size=0,
+            window_count=0,
+            index_crc=0,
+            meta_crc=0,
+            windows_crc=0,
+            aux_crc=0,
+        )
+
+    def _submit(
+        self,
+        stream_id: int,
+        timestamp_ns: int,
+        payload: PayloadLike,
+        flags: int | None,
+        stream_index: int | None,
+        receive_ns: int,
+        duration_ns: int,
+    ) -> None:
+        if stream_id not in self.streams:
+            raise ValueError(
+                f"{self.path}: unknown stream id {stream_id}; known: {sorted(self.streams)}"
+            )
+        if not 0 <= timestamp_ns <= _U64_MAX:
+            raise ValueError(f"stream {stream_id}: timestamp {timestamp_ns} outside 0..2**64-1")
+        view = byte_view(payload)
+        size = view.nbytes
+        if size > _U32_MAX:
+            raise ValueError(f"stream {stream_id}: payload of {size} bytes exceeds 4 GiB")
+        if flags is None:
+            flags = self._hw_default[stream_id]
+        if flags & ~_USER_FLAGS:
+            raise ValueError(f"stream {stream_id}: flags {flags:#x} set bits the writer owns")
+        if stream_index is None:
+            stream_index = self._next_index[stream_id]
+        if not 0 <= stream_index <= _U32_MAX:
+            raise ValueError(f"stream {stream_id}: stream_index {stream_index} outside u32")
+        self._next_index[stream_id] = stream_index + 1
+        future = self._pool.submit(
+            _encode, view, self._codecs[stream_id], self._itemsize[stream_id]
+        )
+        self._pending.append(
+            _Pending(
+                stream_id,
+                timestamp_ns,
+                stream_index,
+                int(flags),
+                receive_ns & _U64_MAX,
+                min(duration_ns, _U32_MAX),
+                size,
+                future,
+            )
+        )
+
+    def _flush_pending(self, missing: Iterable[int]) -> None:
+        window_id = self._pending_window
+        pending, self._pending, self._pending_window = self._pending, [], None
+        if window_id is None or not pending:
+            return
+        if self._last_window is not None and window_id <= self._last_window:
+            raise ValueError(
+                f"{self.path}: window {window_id} written after window {self._last_window}; "
+                "window ids must increase"
+            )
+        n = len(pending)
+        entries = np.zeros(n, INDEX_DTYPE)
+        aux = np.zeros(n, AUX_DTYPE)
+        payload_offset = self._pos + BLOCK_RECORD_SIZE + n * 48
+        payload_offset += pad_len(payload_offset)
+        buffers: list[BytesLike] = []
+        offset = payload_offset
+        block_flags = 0
+        for i, p in enumerate(pending):
+            stored, codec_flags, crc = p.future.result()
+            flags = p.flags | codec_flags
+            if flags & FrameFlags.LATE:
+                block_flags |= WINDOW_FLAG_HAS_LATE
+            self._header_flags |= _header_bits(codec_flags)
+            entries[i] = (
+                p.stream_id,
+                flags,
+                p.stream_index,
+                p.timestamp_ns,
+                offset,
+                len(stored),
+                crc,
+            )
+            aux[i] = (p.receive_ns, p.duration_ns, 0)
+            buffers.append(stored)
+            pad = pad_len(len(stored))
+            if pad:
+                buffers.append(_ZEROS[:pad])
+            offset += len(stored) + pad
+            self.bytes_in += p.raw_size
+            self.bytes_stored += len(stored)
+        missing_ids = tuple(sorted(set(missing)))
+        if missing_ids:
+            block_flags |= WINDOW_FLAG_INCOMPLETE
+            self._missing[window_id] = missing_ids
+        table = entries.tobytes() + aux.tobytes()
+        record = BlockRecord(
+            window_id=window_id,
+            frame_count=n,
+            flags=block_flags,
+            block_size=offset - self._pos,
+            payload_offset=payload_offset,
+            entries_crc=crc32c(table),
+        )
+        head_pad = payload_offset - self._pos - BLOCK_RECORD_SIZE - len(table)
+        write_all(self._fd, [record.encode(), table, bytes(head_pad), *buffers])
+        self._windows.append((window_id, payload_offset, offset - payload_offset, n, block_flags))
+        self._entries.append(entries)
+        self._aux.append(aux)
+        self._pos = offset
+        self._last_window = window_id
+        self.frame_count += n
+        if time.monotonic() - self._last_sync >= self.fsync_interval_s:
+            self.sync()
+
+    def _abort(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        for p in self._pending:
+            p.future.cancel()
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        try:
+            os.fsync(self._fd)
+        finally:
+            os.close(self._fd)
+
+
+def _header_bits(codec_flags: int) -> int:
+    bits = 0
+    codec = codec_of(codec_flags)
+    if codec == CODEC_LZ4:
+        bits |= HeaderFlags.USES_LZ4
+    elif codec == CODEC_ZSTD:
+        bits |= HeaderFlags.USES_ZSTD
+    if codec_flags & FrameFlags.SHUFFLED:
+        bits |= HeaderFlags.USES_SHUFFLE
+    return bits
+
+
+def write_trailer(
+    fd: int,
+    end: int,
+    data_offset: int,
+    entries: np.ndarray,
+    aux: np.ndarray,
+    windows: np.ndarray,
+    meta: Meta,
+    header_flags: int,
+) -> Header:
+    """Append index, aux table, window table and metadata after ``end``; finalize the header.
+
+    Shared by the writer and by recovery. ``entries`` and ``aux`` are in write
+    order; they are sorted here by (stream_id, timestamp_ns, stream_index).
+    The file is fsynced before and after the header is marked finalized.
+    """
+    order = np.lexsort((entries["stream_index"], entries["timestamp_ns"], entries["stream_id"]))
+    index = entries[order]
+    aux_sorted = aux[order]
+    windows = np.sort(windows, order="window_id")
+    meta_bytes = encode_meta(meta)
+    parts = [index.tobytes(), aux_sorted.tobytes(), windows.tobytes(), meta_bytes]
+    offsets = []
+    pos = end + pad_len(end)
+    buffers: list[BytesLike] = [bytes(pos - end)]
+    for part in parts:
+        offsets.append(pos)
+        buffers.append(part)
+        pad = pad_len(len(part))
+        buffers.append(bytes(pad))
+        pos += len(part) + pad
+    os.lseek(fd, end, os.SEEK_SET)
+    write_all(fd, buffers)
+    os.ftruncate(fd, pos)
+    os.fsync(fd)
+    window_ns = meta.window_ns
+    header = Header(
+        flags=header_flags | HeaderFlags.FINALIZED | HeaderFlags.LITTLE_ENDIAN,
+        start_ns=max(0, int(windows["window_id"][0]) * window_ns) if len(windows) else 0,
+        end_ns=max(0, (int(windows["window_id"][-1]) + 1) * window_ns) if len(windows) else 0,
+        frame_count=len(index),
+        stream_count=len(meta.streams),
+        index_offset=offsets[0],
+        index_size=len(parts[0]),
+        window_ns=window_ns,
+        data_offset=data_offset,
+        meta_offset=offsets[3],
+        meta_size=len(meta_bytes),
+        windows_offset=offsets[2],
+        windows_size=len(parts[2]),
+        aux_offset=offsets[1],
+        aux_size=len(parts[1]),
+        window_count=len(windows),
+        index_crc=crc32c(parts[0]),
+        meta_crc=crc32c(meta_bytes),
+        windows_crc=crc32c(parts[2]),
+        aux_crc=crc32c(parts[1]),
+    )
+    os.pwrite(fd, header.encode(), 0)
+    os.fsync(fd)
+    return header

@@ -1,0 +1,406 @@
+"""Live recorder counters, a one-line summary for ``STATUS=``, an optional Prometheus endpoint.
+
+The daemon owns one :class:`RecorderStats` holding a :class:`StreamCounters`
+per stream and updates plain attributes as frames arrive, are dropped or are
+written. Nothing here does I/O except :func:`start_prometheus_exporter`, whose
+collector reads the same objects at scrape time (no second set of counters).
+
+Threading: each field has one writer (the event loop for ingest counters, the
+writer thread for stored bytes and segments); readers (the status line, a
+scrape on the exporter's thread) only read ints and copy dicts, which is safe
+under the GIL.
+"""
+
+from __future__ import annotations
+
+import enum
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = [
+    "DropReason",
+    "StreamCounters",
+    "RecorderStats",
+    "PrometheusExporter",
+    "MetricsUnavailableError",
+    "start_prometheus_exporter",
+]
+
+_INSTALL_HINT = "pip install 'hyperframes[recorder]'"
+
+
+class DropReason(enum.StrEnum):
+    """Why a frame was not written; the ``reason`` label of the drop counters.
+
+    Any string is accepted as a reason; these are the ones the daemon uses.
+    """
+
+    QUEUE_FULL = "queue_full"
+    """A bounded queue between ingest and writer was full."""
+    MALFORMED = "malformed"
+    """Bad or truncated wire header."""
+    OVERSIZED = "oversized"
+    """Payload larger than the stream's limit."""
+    UNKNOWN_TOPIC = "unknown_topic"
+    """Message on a topic no stream is configured for."""
+    DISK_FULL = "disk_full"
+    """Recording stopped by the disk policy."""
+    SEQUENCE_GAP = "sequence_gap"
+    """Frames the sensor numbered but never delivered (seen as a sequence gap)."""
+
+
+@dataclass(slots=True)
+class StreamCounters:
+    """Live counters of one stream; counters only grow, gauges are set.
+
+    ``bytes_in`` counts payload bytes received; ``stored_raw_bytes`` and
+    ``stored_bytes`` count payload bytes handed to the codec and what it wrote,
+    so :attr:`compression_ratio` covers exactly the frames written.
+    """
+
+    stream_id: int
+    name: str
+    frames: int = 0
+    bytes_in: int = 0
+    drops: dict[str, int] = field(default_factory=dict)
+    late: int = 0
+    quarantined: int = 0
+    stale: bool = False
+    stale_events: int = 0
+    queue_depth: int = 0
+    frames_written: int = 0
+    stored_raw_bytes: int = 0
+    stored_bytes: int = 0
+
+    def record_frame(self, nbytes: int) -> None:
+        """Count one received frame of ``nbytes`` payload bytes."""
+        self.frames += 1
+        self.bytes_in += nbytes
+
+    def record_drop(self, reason: str, count: int = 1) -> None:
+        """Count ``count`` frames dropped for ``reason`` (see :class:`DropReason`)."""
+        key = str(reason)
+        self.drops[key] = self.drops.get(key, 0) + count
+
+    def record_stored(self, raw_bytes: int, stored_bytes: int, frames: int = 1) -> None:
+        """Count frames written: ``raw_bytes`` before the codec, ``stored_bytes`` after."""
+        self.frames_written += frames
+        self.stored_raw_bytes += raw_bytes
+        self.stored_bytes += stored_bytes
+
+    def set_stale(self, stale: bool) -> None:
+        """Mark the stream stale (no frames within the grace period) or live again."""
+        if stale and not self.stale:
+            self.stale_events += 1
+        self.stale = stale
+
+    @property
+    def dropped(self) -> int:
+        """All frames dropped, whatever the reason."""
+        return sum(dict(self.drops).values())
+
+    @property
+    def compression_ratio(self) -> float | None:
+        """Raw over stored bytes of the frames written (2.6 means 2.6:1); ``None`` before any."""
+        if self.stored_bytes <= 0:
+            return None
+        return self.stored_raw_bytes / self.stored_bytes
+
+
+@dataclass(frozen=True, slots=True)
+class _Sample:
+    t: float
+    frames: int
+    bytes_in: int
+
+
+@dataclass(slots=True)
+class RecorderStats:
+    """Every live counter of one recorder: per-stream counters plus daemon-wide ones.
+
+    ``drops`` holds messages that cannot be attributed to a stream (unknown
+    topic, unreadable header); ``disk_free_bytes`` is ``None`` until measured;
+    ``recording`` goes ``False`` when the disk policy stops the recording.
+    """
+
+    vehicle: str = ""
+    streams: dict[int, StreamCounters] = field(default_factory=dict)
+    drops: dict[str, int] = field(default_factory=dict)
+    windows_closed: int = 0
+    incomplete_windows: int = 0
+    segments_written: int = 0
+    segments_deleted: int = 0
+    write_queue_depth: int = 0
+    disk_free_bytes: int | None = None
+    recording: bool = True
+    started_monotonic: float = field(default_factory=time.monotonic)
+    _last: _Sample | None = field(default=None, init=False, repr=False, compare=False)
+
+    def add_stream(self, stream_id: int, name: str) -> StreamCounters:
+        """Register a stream (or return the one already registered under ``stream_id``)."""
+        counters = self.streams.get(stream_id)
+        if counters is None:
+            counters = StreamCounters(stream_id=stream_id, name=name)
+            self.streams[stream_id] = counters
+        return counters
+
+    def record_drop(self, reason: str, count: int = 1) -> None:
+        """Count messages dropped before they could be attributed to a stream."""
+        key = str(reason)
+        self.drops[key] = self.drops.get(key, 0) + count
+
+    def iter_streams(self) -> Iterator[StreamCounters]:
+        """The streams in id order (a snapshot of the registry, safe while it grows)."""
+        return iter(sorted(self.streams.values(), key=lambda s: s.stream_id))
+
+    @property
+    def frames(self) -> int:
+        """Frames received over all streams."""
+        return sum(s.frames for s in self.iter_streams())
+
+    @property
+    def bytes_in(self) -> int:
+        """Payload bytes received over all streams."""
+        return sum(s.bytes_in for s in self.iter_streams())
+
+    @property
+    def dropped(self) -> int:
+        """Every dropped frame or message, per stream and unattributed."""
+        return sum(s.dropped for s in self.iter_streams()) + sum(dict(self.drops).values())
+
+    @property
+    def compression_ratio(self) -> float | None:
+        """Raw over stored bytes over all streams; ``None`` before anything was written."""
+        stored = sum(s.stored_bytes for s in self.iter_streams())
+        if stored <= 0:
+            return None
+        return sum(s.stored_raw_bytes for s in self.iter_streams()) / stored
+
+    def status_line(self, now: float | None = None) -> str:
+        """One line for ``STATUS=`` / ``systemctl status`` with live rates.
+
+        Rates are over the time since the previous call (since start on the
+        first), so call it at a steady period. ``now`` is a
+        :func:`time.monotonic` value, for tests.
+        """
+        t = time.monotonic() if now is None else now
+        streams = list(self.iter_streams())
+        frames = sum(s.frames for s in streams)
+        bytes_in = sum(s.bytes_in for s in streams)
+        last = self._last or _Sample(self.started_monotonic, 0, 0)
+        self._last = _Sample(t, frames, bytes_in)
+        dt = t - last.t
+        fps = (frames - last.frames) / dt if dt > 0 else 0.0
+        mbps = (bytes_in - last.bytes_in) / dt / 1e6 if dt > 0 else 0.0
+
+        parts = [
+            "recording" if self.recording else "STOPPED",
+            f"{len(streams)} streams",
+            f"{fps:.0f} frames/s",
+            f"{mbps:.1f} MB/s",
+        ]
+        ratio = self.compression_ratio
+        if ratio is not None:
+            parts.append(f"ratio {ratio:.2f}:1")
+        parts.append(f"dropped {self.dropped}")
+        late = sum(s.late for s in streams)
+        quarantined = sum(s.quarantined for s in streams)
+        if late:
+            parts.append(f"late {late}")
+        if quarantined:
+            parts.append(f"quarantined {quarantined}")
+        stale = [s.name for s in streams if s.stale]
+        if stale:
+            parts.append("stale " + ",".join(stale))
+        parts.append(f"segments {self.segments_written}")
+        if self.disk_free_bytes is not None:
+            parts.append(f"disk free {_human_bytes(self.disk_free_bytes)}")
+        return ", ".join(parts)
+
+
+def _human_bytes(n: int) -> str:
+    value = float(n)
+    for unit in ("B", "KB", "MB", "GB"):
+        if value < 1000:
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1000
+    return f"{value:.1f} TB"
+
+
+class MetricsUnavailableError(ImportError):
+    """prometheus-client is not installed but the Prometheus endpoint was asked for."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            f"the Prometheus endpoint needs prometheus-client: {_INSTALL_HINT}",
+            name="prometheus_client",
+        )
+
+
+def _collect(stats: RecorderStats) -> Iterable[Any]:
+    """Build the metric families from ``stats``; runs on the exporter's thread per scrape."""
+    from prometheus_client.core import (  # noqa: PLC0415 - optional dependency
+        CounterMetricFamily,
+        GaugeMetricFamily,
+    )
+
+    streams = list(stats.iter_streams())
+    labels = ["stream"]
+
+    def counter(name: str, doc: str, attr: str) -> Any:
+        fam = CounterMetricFamily(f"hyperframes_stream_{name}", doc, labels=labels)
+        for s in streams:
+            fam.add_metric([s.name], float(getattr(s, attr)))
+        return fam
+
+    def gauge(name: str, doc: str, attr: str) -> Any:
+        fam = GaugeMetricFamily(f"hyperframes_stream_{name}", doc, labels=labels)
+        for s in streams:
+            value = getattr(s, attr)
+            if value is not None:
+                fam.add_metric([s.name], float(value))
+        return fam
+
+    yield counter("frames", "Frames received.", "frames")
+    yield counter("received_bytes", "Payload bytes received.", "bytes_in")
+    yield counter("late_frames", "Frames that arrived after their window closed.", "late")
+    yield counter("quarantined_frames", "Frames with an implausible timestamp jump.", "quarantined")
+    yield counter("stale_events", "Times the stream went stale.", "stale_events")
+    yield counter("written_frames", "Frames written to segments.", "frames_written")
+    yield counter("stored_raw_bytes", "Payload bytes handed to the codec.", "stored_raw_bytes")
+    yield counter("stored_bytes", "Payload bytes written after compression.", "stored_bytes")
+    yield gauge("stale", "1 while the stream delivers nothing within the grace period.", "stale")
+    yield gauge("queue_depth", "Frames queued for the stream.", "queue_depth")
+    yield gauge("compression_ratio", "Raw over stored payload bytes written.", "compression_ratio")
+
+    drops = CounterMetricFamily(
+        "hyperframes_stream_dropped_frames",
+        "Frames dropped, by reason.",
+        labels=[*labels, "reason"],
+    )
+    for s in streams:
+        for reason, count in sorted(dict(s.drops).items()):
+            drops.add_metric([s.name, reason], float(count))
+    yield drops
+
+    unattributed = CounterMetricFamily(
+        "hyperframes_dropped_messages",
+        "Messages dropped before they could be attributed to a stream, by reason.",
+        labels=["reason"],
+    )
+    for reason, count in sorted(dict(stats.drops).items()):
+        unattributed.add_metric([reason], float(count))
+    yield unattributed
+
+    yield CounterMetricFamily(
+        "hyperframes_windows_closed", "Hyperframe windows closed.", value=stats.windows_closed
+    )
+    yield CounterMetricFamily(
+        "hyperframes_incomplete_windows",
+        "Windows closed with at least one stream missing.",
+        value=stats.incomplete_windows,
+    )
+    yield CounterMetricFamily(
+        "hyperframes_segments_written", "Segments finalized.", value=stats.segments_written
+    )
+    yield CounterMetricFamily(
+        "hyperframes_segments_deleted",
+        "Old segments deleted by the disk policy.",
+        value=stats.segments_deleted,
+    )
+    yield GaugeMetricFamily(
+        "hyperframes_write_queue_depth",
+        "Closed windows waiting for the writer.",
+        value=stats.write_queue_depth,
+    )
+    yield GaugeMetricFamily(
+        "hyperframes_recording", "1 while recording, 0 once stopped.", value=int(stats.recording)
+    )
+    if stats.disk_free_bytes is not None:
+        yield GaugeMetricFamily(
+            "hyperframes_disk_free_bytes",
+            "Free bytes on the data directory's filesystem.",
+            value=stats.disk_free_bytes,
+        )
+
+
+class _StatsCollector:
+    """A prometheus-client custom collector over a :class:`RecorderStats`."""
+
+    def __init__(self, stats: RecorderStats) -> None:
+        self._stats = stats
+
+    def collect(self) -> Iterable[Any]:
+        return _collect(self._stats)
+
+    def describe(self) -> list[Any]:
+        # An empty description keeps registration from calling collect() early.
+        return []
+
+
+class PrometheusExporter:
+    """A running ``/metrics`` HTTP endpoint; stop it with :meth:`close` or ``with``."""
+
+    def __init__(self, server: Any, thread: Any, registry: Any) -> None:
+        self._server = server
+        self._thread = thread
+        self.registry = registry
+        """The prometheus-client ``CollectorRegistry`` served (recorder, process, platform)."""
+
+    @property
+    def address(self) -> tuple[str, int]:
+        """The bound ``(host, port)``; the port is the real one when 0 was asked for."""
+        host, port = self._server.server_address[:2]
+        return str(host), int(port)
+
+    @property
+    def url(self) -> str:
+        """The scrape URL, ``http://host:port/metrics``."""
+        host, port = self.address
+        if ":" in host:
+            host = f"[{host}]"
+        return f"http://{host}:{port}/metrics"
+
+    def close(self) -> None:
+        """Stop serving and wait for the server thread."""
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=5)
+
+    def __enter__(self) -> PrometheusExporter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def start_prometheus_exporter(
+    stats: RecorderStats, port: int = 9464, host: str = "127.0.0.1"
+) -> PrometheusExporter:
+    """Serve ``stats`` at ``http://host:port/metrics`` on a daemon thread.
+
+    Off unless the daemon calls this (the config enables it); bound to
+    loopback by default so that nothing is reachable from the vehicle network
+    unless configured. ``port=0`` picks a free port (see
+    :attr:`PrometheusExporter.address`). Uses its own registry, so several
+    exporters can live in one process (tests). Raises
+    :class:`MetricsUnavailableError` when prometheus-client is missing.
+    """
+    try:
+        from prometheus_client import (  # noqa: PLC0415 - optional dependency
+            CollectorRegistry,
+            PlatformCollector,
+            ProcessCollector,
+            start_http_server,
+        )
+    except ImportError as exc:
+        raise MetricsUnavailableError() from exc
+
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_StatsCollector(stats))
+    ProcessCollector(registry=registry)
+    PlatformCollector(registry=registry)
+    server, thread = start_http_server(port, addr=host, registry=registry)
+    return PrometheusExporter(server, thread, registry)
