@@ -67,7 +67,9 @@ die() { printf 'error: %s\n' "$*" >&2; exit 1; }
 # Run a command, or only print it under --dry-run.
 run() {
     if ((DRY_RUN)); then
-        printf '+ %s\n' "$*"
+        printf '+'
+        printf ' %q' "$@"
+        printf '\n'
     else
         "$@"
     fi
@@ -159,6 +161,8 @@ run "$VENV/bin/python" -m pip install --quiet --upgrade pip
 run "$VENV/bin/python" -m pip install --quiet --upgrade "${SOURCE}${EXTRAS}"
 # The service runs with a read-only /opt; compile now instead of on every start.
 run "$VENV/bin/python" -m compileall -q "$VENV/lib"
+# Operators type `hyperframes verify ...`; the service itself uses the venv path.
+run ln -sfn "$VENV/bin/hyperframes" /usr/local/bin/hyperframes
 if [[ -f $DOC_SRC ]]; then
     run install -m 0644 "$DOC_SRC" "$PREFIX/OPERATIONS.md"
 fi

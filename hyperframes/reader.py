@@ -120,6 +120,7 @@ class HyperframeReader:
             self._s: Structure = load_structure(self._fd, self._name)
         except BaseException:
             os.close(self._fd)
+            self._fd = -1
             raise
         self.streams: dict[int, StreamInfo] = {s.id: s for s in self._s.meta.streams}
         self._by_name = {s.name: s.id for s in self._s.meta.streams}
@@ -183,6 +184,11 @@ class HyperframeReader:
             ts = np.ascontiguousarray(self._s.index["timestamp_ns"][lo:hi])
             self._ts[sid] = ts
         return ts
+
+    @property
+    def missing(self) -> dict[int, tuple[int, ...]]:
+        """Window id -> stream ids that delivered nothing there (incomplete windows only)."""
+        return self._s.meta.missing
 
     def aux(self) -> np.ndarray:
         """Per-entry host receive time and exposure/scan duration, aligned with :attr:`index`."""

@@ -16,8 +16,10 @@ __all__ = ["find", "range_between", "window_between"]
 _U64_MAX = (1 << 64) - 1
 
 
-def _clamp(t: int) -> int:
-    return min(max(int(t), 0), _U64_MAX)
+def _clamp(t: int) -> np.uint64:
+    # An explicit uint64: numpy would otherwise compare a Python int as float64
+    # and lose the low bits of nanosecond timestamps.
+    return np.uint64(min(max(int(t), 0), _U64_MAX))
 
 
 def find(ts: np.ndarray, t: int, mode: Literal["nearest", "before", "after"]) -> int | None:

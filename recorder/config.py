@@ -118,10 +118,26 @@ class MqttConfig:
     port: int = 1883
     username: str | None = None
     password: str | None = field(default=None, repr=False)
+    password_file: Path | None = None  # read when connecting, see read_password()
     tls: TlsConfig | None = None
     client_id: str | None = None
     keepalive_s: int = 30
     reconnect_max_s: float = 30.0
+
+    def read_password(self) -> str | None:
+        """The password: ``password``, else the first line of ``password_file``, else None.
+
+        Raises :class:`ConfigError` when the file cannot be read.
+        """
+        if self.password is not None or self.password_file is None:
+            return self.password
+        try:
+            lines = self.password_file.read_text(encoding="utf-8").splitlines()
+        except OSError as exc:
+            raise ConfigError(
+                "mqtt.password_file", f"cannot read {self.password_file}: {exc.strerror or exc}"
+            ) from None
+        return lines[0] if lines else ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,6 +237,9 @@ def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode) -> dict[An
     seen: set[Any] = set()
     for key_node, _ in node.value:
         key = loader.construct_object(key_node)
+        if not isinstance(key, str | int | float | bool | None):
+            line = key_node.start_mark.line + 1
+            raise ConfigError("", f"line {line}: mapping keys must be plain names")
         if key in seen:
             line = key_node.start_mark.line + 1
             raise ConfigError("", f"line {line}: key {key!r} appears twice in one mapping")
@@ -245,8 +264,7 @@ class _Section:
             raise ConfigError(path, f"must be a mapping, got {_kind(data)}")
         for key in data:
             if not isinstance(key, str) or key not in allowed:
-                close = difflib.get_close_matches(str(key), allowed, n=1, cutoff=0.6)
-                hint = f"; did you mean {close[0]!r}?" if close else ""
+                hint = _suggest(str(key), allowed)
                 raise ConfigError(
                     _join(path, str(key)),
                     f"unknown key{hint} (allowed here: {', '.join(allowed)})",
@@ -268,6 +286,14 @@ class _Section:
         if name not in self.data or self.data[name] is None:
             raise ConfigError(self.key(name), "required key is missing")
         return check(self.key(name), self.data[name])
+
+
+def _suggest(word: str, allowed: Sequence[str]) -> str:
+    """``"; did you mean 'x'?"`` for the closest allowed word (typo or prefix), else ``""``."""
+    close = difflib.get_close_matches(word, allowed, n=1, cutoff=0.6)
+    if not close and len(word) >= 2:
+        close = [a for a in allowed if a.startswith(word) or word.startswith(a)][:1]
+    return f"; did you mean {close[0]!r}?" if close else ""
 
 
 def _join(path: str, key: str) -> str:
@@ -312,7 +338,7 @@ def _positive(hi: float | None = None, zero_ok: bool = False) -> Callable[[str, 
         if not math.isfinite(v) or v < 0 or (v == 0 and not zero_ok) or (hi is not None and v > hi):
             low = ">= 0" if zero_ok else "> 0"
             raise ConfigError(
-                key, f"must be {low}" + (f" and <= {hi}" if hi else "") + f", got {value}"
+                key, f"must be {low}" + (f" and <= {hi:g}" if hi else "") + f", got {value}"
             )
         return v
 
@@ -322,8 +348,7 @@ def _positive(hi: float | None = None, zero_ok: bool = False) -> Callable[[str, 
 def _choice(*allowed: str) -> Callable[[str, object], str]:
     def check(key: str, value: object) -> str:
         if not isinstance(value, str) or value not in allowed:
-            close = difflib.get_close_matches(str(value), allowed, n=1, cutoff=0.6)
-            hint = f"; did you mean {close[0]!r}?" if close else ""
+            hint = _suggest(str(value), allowed)
             raise ConfigError(
                 key, f"{value!r} is not allowed{hint} (allowed: {', '.join(allowed)})"
             )
@@ -337,6 +362,24 @@ _stamp = _choice("hardware", "host")
 
 def _path(key: str, value: object) -> Path:
     return Path(_str(key, value)).expanduser()
+
+
+def _dtype(key: str, value: object) -> str:
+    text = _str(key, value)
+    try:
+        dt = np.dtype(text)
+    except TypeError:
+        raise ConfigError(key, f"{text!r} is not a numpy dtype (e.g. '<f4', 'u1')") from None
+    if dt.hasobject or dt.itemsize == 0:
+        raise ConfigError(key, f"{text!r} is not a fixed-size dtype")
+    return text
+
+
+def _shape(key: str, value: object) -> tuple[int, ...]:
+    dims = tuple(_int_in(-1)(f"{key}[{j}]", v) for j, v in enumerate(_list(value, key)))
+    if not dims or 0 in dims or dims.count(-1) > 1:
+        raise ConfigError(key, f"{list(dims)}: sizes must be > 0, with at most one -1 (any)")
+    return dims
 
 
 def _mapping(key: str, value: object) -> dict[str, Any]:
@@ -430,23 +473,17 @@ def _mqtt(data: object, vehicle_id: str) -> MqttConfig:
         if (tls.cert_file is None) != (tls.key_file is None):
             raise ConfigError("mqtt.tls", "cert_file and key_file go together (client certificate)")
     password = s.get("password", _str, None)
-    if s.has("password_file"):
-        if password is not None:
-            raise ConfigError("mqtt.password_file", "give password or password_file, not both")
-        pw_path = s.get("password_file", _path, Path())
-        try:
-            password = pw_path.read_text().strip()
-        except OSError as exc:
-            raise ConfigError(
-                "mqtt.password_file", f"cannot read {pw_path}: {exc.strerror}"
-            ) from None
-    if password is not None and not s.has("username"):
+    password_file = s.get("password_file", _path, None)
+    if password is not None and password_file is not None:
+        raise ConfigError("mqtt.password_file", "give password or password_file, not both")
+    if (password is not None or password_file is not None) and not s.has("username"):
         raise ConfigError("mqtt.username", "required when a password is given")
     return MqttConfig(
         host=s.need("host", _str),
         port=s.get("port", _int_in(1, 65535), 8883 if tls else 1883),
         username=s.get("username", _str, None),
         password=password,
+        password_file=password_file,
         tls=tls,
         client_id=s.get("client_id", _str, f"hyperframes-{vehicle_id}"),
         keepalive_s=s.get("keepalive_s", _int_in(5, 3600), 30),
@@ -463,7 +500,9 @@ _STREAM_KEYS = (
 
 def _codec(s: _Section, encoding: str, dtype: str | None) -> CodecSpec:
     text = s.get("codec", _str, "auto").strip().lower()
-    shuffle_opt = s.data.get("shuffle", "auto")
+    shuffle_opt = s.data.get("shuffle")
+    if shuffle_opt is None:
+        shuffle_opt = "auto"
     if shuffle_opt != "auto" and not isinstance(shuffle_opt, bool):
         raise ConfigError(
             s.key("shuffle"), f"must be auto, true or false, got {_kind(shuffle_opt)}"
@@ -514,23 +553,22 @@ def _stream(data: object, i: int, transports: set[str]) -> StreamConfig:
             raise ConfigError(
                 s.key(key), f"applies to {only} streams only (transport: {transport})"
             )
-    dtype = s.get("dtype", _str, None)
-    shape = None
-    if s.has("shape"):
-        shape = tuple(
-            _int_in(-1)(f"{s.key('shape')}[{j}]", v)
-            for j, v in enumerate(_list(s.data["shape"], s.key("shape")))
-        )
+    try:
+        StreamInfo(sid, name)
+    except ValueError as exc:
+        raise ConfigError(s.key("name"), str(exc).removeprefix(f"stream {sid}: ")) from None
+    dtype = s.get("dtype", _dtype, None)
+    shape = s.get("shape", _shape, None)
     extra = s.get("extra", _mapping, None) or {}
     for key in ("width", "height", "points"):
         if s.has(key):
             extra[key] = s.get(key, _int_in(1), 0)
+    stamp = TimestampSource(s.get("timestamp_source", _stamp, "hardware"))
+    rate_hz = s.get("rate_hz", _positive(1e6), None)
     try:
         info = StreamInfo(
             id=sid, name=name, kind=SensorKind(kind), encoding=encoding, dtype=dtype, shape=shape,
-            timestamp_source=TimestampSource(s.get("timestamp_source", _stamp, "hardware")),
-            rate_hz=s.get("rate_hz", _positive(1e6), None),
-            extra=extra,
+            timestamp_source=stamp, rate_hz=rate_hz, extra=extra,
         )  # fmt: skip
     except ValueError as exc:
         raise ConfigError(s.path, str(exc)) from None

@@ -377,7 +377,7 @@ class PrometheusExporter:
 
 
 def start_prometheus_exporter(
-    stats: RecorderStats, port: int = 9464, host: str = "127.0.0.1"
+    stats: RecorderStats, port: int = 9108, host: str = "127.0.0.1"
 ) -> PrometheusExporter:
     """Serve ``stats`` at ``http://host:port/metrics`` on a daemon thread.
 

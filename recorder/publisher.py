@@ -20,7 +20,7 @@ from typing import Literal
 
 import zmq
 
-from hyperframes._crc import BytesLike
+from hyperframes._crc import PayloadLike
 from recorder.wire import encode_frame, zmq_frames
 
 __all__ = [
@@ -95,7 +95,7 @@ class ZmqPublisher:
         self,
         topic: str,
         timestamp_ns: int,
-        payload: BytesLike,
+        payload: PayloadLike,
         *,
         seq: int | None = None,
         hardware: bool = True,
@@ -105,7 +105,8 @@ class ZmqPublisher:
         """Send one frame; returns the sequence number it carried.
 
         ``seq`` defaults to the next number of ``topic`` (0, 1, 2...); pass
-        the driver's own counter where it has one.
+        the driver's own counter where it has one. Large payloads are sent
+        without a copy: do not modify the buffer after the call.
         """
         number = self._seq.take(topic, seq)
         frames = zmq_frames(
@@ -138,7 +139,7 @@ class ZmqPublisher:
 
 
 def encode_mqtt_payload(
-    payload: BytesLike,
+    payload: PayloadLike,
     timestamp_ns: int,
     *,
     seq: int,

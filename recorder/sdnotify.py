@@ -223,7 +223,7 @@ def running_under_systemd(environ: Mapping[str, str] | None = None) -> bool:
 
 
 def setup_logging(
-    level: int | str = logging.INFO, *, journal: bool | None = None
+    level: int | str = logging.INFO, *, journal: bool | None = None, force: bool = False
 ) -> logging.Handler:
     """Configure the root logger for the daemon and return the handler installed.
 
@@ -232,11 +232,13 @@ def setup_logging(
     stderr otherwise; ``True`` requires journald, ``False`` forces stderr.
     Under systemd without systemd-python, stderr still reaches the journal
     (the unit's default), so timestamps are left to journald. Calling again
-    replaces the handler installed before.
+    replaces the handler installed before; ``force=True`` also removes every
+    other root handler (say, from an earlier :func:`logging.basicConfig`), so
+    records are not logged twice.
     """
     root = logging.getLogger()
     root.setLevel(level.upper() if isinstance(level, str) else level)
-    for old in [h for h in root.handlers if getattr(h, _HANDLER_MARK, False)]:
+    for old in [h for h in root.handlers if force or getattr(h, _HANDLER_MARK, False)]:
         root.removeHandler(old)
         old.close()
 

@@ -35,9 +35,7 @@ from dataclasses import dataclass
 from enum import IntFlag
 from typing import Final
 
-import numpy as np
-
-from hyperframes._crc import BytesLike, crc32c
+from hyperframes._crc import BytesLike, PayloadLike, byte_view, crc32c
 
 __all__ = [
     "MAGIC",
@@ -85,13 +83,6 @@ REASONS: Final = (
     "bad-payload-crc",  # payload does not match payload_crc (only when flagged)
     "bad-framing",  # a ZMQ message that is not exactly [topic, header, payload]
 )
-
-
-def _view(data: BytesLike) -> memoryview:
-    """A flat byte view of ``data`` without copying (a numpy array must be contiguous)."""
-    if isinstance(data, np.ndarray):
-        return memoryview(np.ascontiguousarray(data).data).cast("B")
-    return memoryview(data).cast("B")
 
 
 class WireFlags(IntFlag):
@@ -178,7 +169,7 @@ def decode_header(buf: BytesLike) -> WireHeader:
     Raises :class:`WireError` (``truncated``, ``bad-magic``,
     ``unsupported-version``, ``bad-header-size``, ``bad-header-crc``).
     """
-    view = _view(buf)
+    view = byte_view(buf)
     if len(view) < _PREFIX.size:
         raise WireError("truncated", f"{len(view)} bytes, a header needs {HEADER_SIZE}")
     magic, version, header_size = _PREFIX.unpack_from(view, 0)
@@ -202,7 +193,7 @@ def decode_header(buf: BytesLike) -> WireHeader:
 
 
 def make_header(
-    payload: BytesLike,
+    payload: PayloadLike,
     timestamp_ns: int,
     *,
     seq: int,
@@ -212,7 +203,7 @@ def make_header(
     crc: bool = True,
 ) -> WireHeader:
     """The header describing ``payload``; ``crc`` adds the payload CRC32C."""
-    view = _view(payload)
+    view = byte_view(payload)
     flags = WireFlags.NONE
     if hardware:
         flags |= WireFlags.HW_TIMESTAMP
@@ -231,7 +222,7 @@ def make_header(
 
 
 def check_payload(
-    header: WireHeader, payload: BytesLike, max_payload: int = DEFAULT_MAX_PAYLOAD
+    header: WireHeader, payload: PayloadLike, max_payload: int = DEFAULT_MAX_PAYLOAD
 ) -> memoryview:
     """Check ``payload`` against its header; returns it as a byte memoryview.
 
@@ -243,7 +234,7 @@ def check_payload(
         raise WireError(
             "oversized", f"payload_size {header.payload_size} above the limit {max_payload}"
         )
-    view = _view(payload)
+    view = byte_view(payload)
     if len(view) != header.payload_size:
         raise WireError(
             "size-mismatch", f"{len(view)} payload bytes, payload_size says {header.payload_size}"
@@ -259,7 +250,7 @@ def check_payload(
 
 
 def encode_frame(
-    payload: BytesLike,
+    payload: PayloadLike,
     timestamp_ns: int,
     *,
     seq: int,
@@ -273,21 +264,21 @@ def encode_frame(
         payload, timestamp_ns, seq=seq, hardware=hardware, keyframe=keyframe,
         duration_ns=duration_ns, crc=crc,
     )  # fmt: skip
-    return encode_header(header) + bytes(_view(payload))
+    return encode_header(header) + bytes(byte_view(payload))
 
 
 def decode_message(
     body: BytesLike, max_payload: int = DEFAULT_MAX_PAYLOAD
 ) -> tuple[WireHeader, memoryview]:
     """Split and check an MQTT body (``header + payload``); zero-copy payload view."""
-    view = _view(body)
+    view = byte_view(body)
     header = decode_header(view)
     return header, check_payload(header, view[header.header_size :], max_payload)
 
 
 def zmq_frames(
     topic: str | bytes,
-    payload: BytesLike,
+    payload: PayloadLike,
     timestamp_ns: int,
     *,
     seq: int,
@@ -302,7 +293,7 @@ def zmq_frames(
         duration_ns=duration_ns, crc=crc,
     )  # fmt: skip
     topic_bytes = topic.encode() if isinstance(topic, str) else topic
-    return [topic_bytes, encode_header(header), _view(payload)]
+    return [topic_bytes, encode_header(header), byte_view(payload)]
 
 
 def decode_multipart(
@@ -316,7 +307,7 @@ def decode_multipart(
         raise WireError("bad-framing", f"{len(frames)} parts, expected [topic, header, payload]")
     topic, raw_header, payload = frames
     header = decode_header(raw_header)
-    n = len(_view(raw_header))
+    n = len(byte_view(raw_header))
     if n != header.header_size:
         raise WireError(
             "bad-header-size", f"header frame of {n} bytes, header_size says {header.header_size}"

@@ -1,0 +1,207 @@
+"""The ``hyperframes`` command line: info, verify, recover, synth (+ plugin commands).
+
+Other packages add subcommands through the ``hyperframes.commands`` entry
+point group (the recorder adds ``record``, ``check-config`` and ``sim``), so
+this core package never imports them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import time
+from collections.abc import Callable, Sequence
+from importlib.metadata import entry_points
+from pathlib import Path
+from typing import Any
+
+from hyperframes import __version__
+from hyperframes.errors import HyperframesError
+from hyperframes.reader import HyperframeReader
+from hyperframes.recover import recover
+from hyperframes.synth import PROFILES, profile, write_synthetic
+from hyperframes.verify import verify_file
+
+__all__ = ["main", "build_parser"]
+
+Handler = Callable[[argparse.Namespace], int]
+
+
+def _info(args: argparse.Namespace) -> int:
+    with HyperframeReader(args.file, verify=False) as r:
+        idx = r.index
+        streams = []
+        for sid, s in r.streams.items():
+            ts = r.timestamps(sid)
+            mask = idx["stream_id"] == sid
+            streams.append({
+                **s.to_dict(),
+                "frames": int(len(ts)),
+                "stored_bytes": int(idx["size"][mask].sum()),
+                "first_ns": int(ts[0]) if len(ts) else None,
+                "last_ns": int(ts[-1]) if len(ts) else None,
+            })
+        doc: dict[str, Any] = {
+            "path": str(args.file),
+            "file_bytes": r.path.stat().st_size,
+            "metadata": r.metadata.to_dict(),
+            "window_ns": r.window_ns,
+            "windows": r.window_count(),
+            "frames": r.frame_count,
+            "start_ns": r.start_ns,
+            "end_ns": r.end_ns,
+            "incomplete_windows": len(r.missing),
+            "streams": streams,
+        }
+    if args.json:
+        print(json.dumps(doc, indent=2))
+        return 0
+    dur = (doc["end_ns"] - doc["start_ns"]) / 1e9
+    m = doc["metadata"]
+    print(f"{doc['path']}: {doc['file_bytes'] / 1e6:.1f} MB, vehicle {m['vehicle_id']}, "
+          f"segment {m['segment_seq']}")
+    print(f"  {doc['windows']} windows of {doc['window_ns'] / 1e6:g} ms ({dur:.1f} s), "
+          f"{doc['frames']} frames, {doc['incomplete_windows']} incomplete windows")
+    print(f"  {'id':>4} {'name':<20} {'kind':<7} {'encoding':<9} {'codec':<16} "
+          f"{'frames':>7} {'MB':>9}")
+    for s in streams:
+        codec = s["codec"] or "none"
+        if s["codec"] in ("lz4hc", "zstd"):
+            codec += f":{s['level']}"
+        if s["shuffle"]:
+            codec += "+shuffle"
+        print(f"  {s['id']:>4} {s['name']:<20} {s['kind']:<7} {s['encoding']:<9} {codec:<16} "
+              f"{s['frames']:>7} {s['stored_bytes'] / 1e6:>9.2f}")
+    return 0
+
+
+def _verify(args: argparse.Namespace) -> int:
+    bad = 0
+    for path in args.files:
+        result = verify_file(path)
+        if result.ok:
+            if not args.quiet:
+                print(f"OK {path}: {result.windows} windows, {result.frames} frames, "
+                      f"{result.payload_bytes / 1e6:.1f} MB of payload checked")
+        else:
+            bad += 1
+            for problem in result.problems:
+                print(f"FAIL {problem}", file=sys.stderr)
+    return 1 if bad else 0
+
+
+def _recover(args: argparse.Namespace) -> int:
+    report = recover(args.file, args.output, overwrite=args.force)
+    print(report.summary())
+    result = verify_file(report.output)
+    if not result.ok:
+        for problem in result.problems:
+            print(f"FAIL {problem}", file=sys.stderr)
+        return 1
+    print(f"verified {report.output}: {result.frames} frames, checksums match")
+    return 0
+
+
+def _synth(args: argparse.Namespace) -> int:
+    prof = profile(args.profile)
+    out = Path(args.output)
+    if out.exists():
+        if not args.force:
+            print(f"error: {out} exists (use --force to replace it)", file=sys.stderr)
+            return 2
+        out.unlink()
+    t0 = time.monotonic()
+
+    def progress(done_s: float) -> None:
+        if not args.quiet:
+            print(f"\r  {done_s:.0f}/{args.seconds:g} s", end="", file=sys.stderr, flush=True)
+
+    n = write_synthetic(str(out), prof, args.seconds, seed=args.seed, progress=progress)
+    if not args.quiet:
+        print(file=sys.stderr)
+    print(f"wrote {out}: profile {prof.name}, {args.seconds:g} s, {n} frames, "
+          f"{out.stat().st_size / 1e6:.1f} MB in {time.monotonic() - t0:.1f} s")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser, with plugin commands added."""
+    parser = argparse.ArgumentParser(
+        prog="hyperframes", description="Record, inspect and repair hyperframe files."
+    )
+    parser.add_argument("--version", action="version", version=f"hyperframes {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("info", help="summarise a file: streams, windows, frames, sizes")
+    p.add_argument("file", type=Path)
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(handler=_info)
+
+    p = sub.add_parser("verify", help="check structure and every checksum; exit 1 on a problem")
+    p.add_argument("files", nargs="+", type=Path, metavar="FILE")
+    p.add_argument("-q", "--quiet", action="store_true", help="print problems only")
+    p.set_defaults(handler=_verify)
+
+    p = sub.add_parser("recover", help="salvage the complete windows of an unfinalized .tmp")
+    p.add_argument("file", type=Path, metavar="FILE.tmp")
+    p.add_argument("-o", "--output", type=Path, help="output path (default: FILE without .tmp)")
+    p.add_argument("-f", "--force", action="store_true", help="replace an existing output")
+    p.set_defaults(handler=_recover)
+
+    p = sub.add_parser("synth", help="write a deterministic synthetic multi-sensor recording")
+    p.add_argument("output", type=Path, metavar="OUT")
+    p.add_argument("--seconds", type=float, default=10.0, help="duration (default 10)")
+    p.add_argument("--profile", default="demo", choices=sorted(PROFILES),
+                   help="stream set (default demo)")
+    p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    p.add_argument("-f", "--force", action="store_true", help="replace an existing output")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress output")
+    p.set_defaults(handler=_synth)
+
+    for ep in entry_points(group="hyperframes.commands"):
+        try:
+            register = ep.load()
+        except ImportError as exc:  # an optional extra is missing: say how to get it
+            missing = exc.name or str(exc)
+            p = sub.add_parser(ep.name, help=f"(unavailable: {missing} is not installed)")
+            p.set_defaults(handler=_unavailable(ep.name, missing))
+            continue
+        register(sub)
+    return parser
+
+
+def _unavailable(name: str, missing: str) -> Handler:
+    def handler(_args: argparse.Namespace) -> int:
+        print(f"error: '{name}' needs {missing}; install it with "
+              "pip install 'hyperframes[recorder]'", file=sys.stderr)
+        return 2
+
+    return handler
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``hyperframes`` console script."""
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    handler: Handler = args.handler
+    try:
+        return handler(args)
+    except HyperframesError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except (FileNotFoundError, FileExistsError, IsADirectoryError, PermissionError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,255 @@
+"""The systemd unit and the install script in deploy/.
+
+Never runs install.sh for real: only ``bash -n`` and ``--dry-run``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+UNIT = ROOT / "deploy" / "hyperframes-recorder.service"
+INSTALL = ROOT / "deploy" / "install.sh"
+EXEC_START = (
+    "ExecStart=/opt/hyperframes/venv/bin/hyperframes record --config /etc/hyperframes/vehicle.yaml"
+)
+
+SYSTEMD_ANALYZE = shutil.which("systemd-analyze")
+needs_systemd_analyze = pytest.mark.skipif(
+    SYSTEMD_ANALYZE is None,
+    reason="systemd-analyze not found (Debian package systemd): cannot verify the unit",
+)
+
+
+def _unit_settings(text: str) -> dict[str, list[str]]:
+    settings: dict[str, list[str]] = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if line and not line.startswith(("#", ";", "[")):
+            key, _, value = line.partition("=")
+            settings.setdefault(key, []).append(value)
+    return settings
+
+
+def _verify(unit_text: str, tmp_path: Path) -> tuple[int, str]:
+    """``systemd-analyze verify`` a copy of the unit whose ExecStart binary exists here.
+
+    verify refuses a unit whose ExecStart is not executable, and the venv
+    lives only on an installed box, so the copy points at /bin/true with the
+    same arguments. verify only warns (exit 0) about unknown keys and bad
+    values, so every line it prints about the unit counts as a failure.
+    """
+    assert SYSTEMD_ANALYZE is not None
+    true_bin = shutil.which("true")
+    assert true_bin is not None
+    copy = tmp_path / UNIT.name
+    copy.write_text(
+        unit_text.replace(
+            "ExecStart=/opt/hyperframes/venv/bin/hyperframes ", f"ExecStart={true_bin} "
+        )
+    )
+    proc = subprocess.run(
+        [SYSTEMD_ANALYZE, "verify", "--man=no", os.fspath(copy)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    output = proc.stdout + proc.stderr
+    about_unit = [ln for ln in output.splitlines() if UNIT.name in ln or str(copy) in ln]
+    return (proc.returncode if proc.returncode else len(about_unit)), output
+
+
+@pytest.mark.systemd
+@needs_systemd_analyze
+def test_unit_verifies(tmp_path: Path) -> None:
+    status, output = _verify(UNIT.read_text(), tmp_path)
+    assert status == 0, f"systemd-analyze verify:\n{output}"
+
+
+@pytest.mark.systemd
+@needs_systemd_analyze
+@pytest.mark.parametrize(
+    ("bad", "why"),
+    [
+        ("WatchdogSec=10s", "WatchdogSec=ten"),
+        ("Type=notify", "Type=notifyy"),
+        ("NotifyAccess=main", "NotifyAcess=main"),
+        ("ProtectSystem=strict", "ProtectSystem=very"),
+    ],
+)
+def test_verify_catches_unit_errors(bad: str, why: str, tmp_path: Path) -> None:
+    text = UNIT.read_text()
+    assert bad in text
+    status, output = _verify(text.replace(bad, why), tmp_path)
+    assert status != 0, f"a broken unit ({why}) passed verification:\n{output}"
+
+
+@pytest.mark.systemd
+@needs_systemd_analyze
+def test_unit_hardening_exposure(tmp_path: Path) -> None:
+    assert SYSTEMD_ANALYZE is not None
+    copy = tmp_path / UNIT.name
+    copy.write_text(UNIT.read_text())
+    proc = subprocess.run(
+        [SYSTEMD_ANALYZE, "security", "--offline=yes", "--no-pager", os.fspath(copy)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    if "--offline" in proc.stderr and "unrecognized" in proc.stderr:
+        pytest.skip("systemd-analyze security --offline needs systemd >= 250")
+    m = re.search(r"Overall exposure level for \S+: (\d+\.\d+)", proc.stdout + proc.stderr)
+    assert m, proc.stdout + proc.stderr
+    assert float(m.group(1)) <= 2.0, proc.stdout
+
+
+def test_unit_contents() -> None:
+    text = UNIT.read_text()
+    s = _unit_settings(text)
+    assert EXEC_START in text.splitlines()
+    expected = {
+        "Type": "notify",
+        "NotifyAccess": "main",
+        "Restart": "on-failure",
+        "WatchdogSec": "10s",
+        "TimeoutStopSec": "30s",
+        "KillSignal": "SIGTERM",
+        "User": "hyperframes",
+        "Group": "hyperframes",
+        "ProtectSystem": "strict",
+        "ReadWritePaths": "/var/lib/hyperframes",
+        "NoNewPrivileges": "yes",
+        "PrivateTmp": "yes",
+        "ProtectHome": "yes",
+        "CapabilityBoundingSet": "",
+        "RestrictAddressFamilies": "AF_UNIX AF_INET AF_INET6",
+        "SystemCallArchitectures": "native",
+        "WantedBy": "multi-user.target",
+    }
+    for key, value in expected.items():
+        assert s.get(key) == [value], f"{key}: {s.get(key)}"
+
+
+def test_install_script_syntax() -> None:
+    proc = subprocess.run(
+        ["bash", "-n", os.fspath(INSTALL)], capture_output=True, text=True, check=False
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert INSTALL.read_text().startswith("#!/usr/bin/env bash\n")
+    assert "set -euo pipefail" in INSTALL.read_text()
+    assert os.access(INSTALL, os.X_OK), "install.sh must be executable"
+
+
+_MUTATING = ("apt-get", "useradd", "install", "systemctl", "chown", "ln")
+
+
+def _dry_run(*args: str) -> subprocess.CompletedProcess[str]:
+    """Run ``install.sh --dry-run`` with every mutating command stubbed to record a call.
+
+    The stubs make the test safe even if --dry-run broke (CI may run as root),
+    and make it fail when a dry run executes anything.
+    """
+    with tempfile.TemporaryDirectory(prefix="hf-stubs-") as tmp:
+        stubs = Path(tmp)
+        marker = stubs / "called"
+        for name in _MUTATING:
+            stub = stubs / name
+            stub.write_text(f'#!/bin/sh\necho "{name} $*" >> {marker}\nexit 97\n')
+            stub.chmod(0o755)
+        # python3 checks its version (allowed) but must not build a venv.
+        real_python = shutil.which("python3")
+        assert real_python is not None
+        (stubs / "python3").write_text(
+            f'#!/bin/sh\nif [ "$1" = "-m" ]; then echo "python3 $*" >> {marker}; exit 97; fi\n'
+            f'exec {real_python} "$@"\n'
+        )
+        (stubs / "python3").chmod(0o755)
+        env = {**os.environ, "PATH": f"{stubs}{os.pathsep}{os.environ.get('PATH', '')}"}
+        proc = subprocess.run(
+            ["bash", os.fspath(INSTALL), "--dry-run", *args],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+            env=env,
+        )
+        assert not marker.exists(), f"--dry-run executed: {marker.read_text()}"
+    return proc
+
+
+def test_install_dry_run(tmp_path: Path) -> None:
+    config = tmp_path / "car.yaml"
+    config.write_text("vehicle: test\n")
+    proc = _dry_run("--config", os.fspath(config), os.fspath(ROOT))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    # Each "+ " line is one command, quoted with printf %q: split it back into words.
+    actions = [
+        " ".join(shlex.split(ln[2:])) for ln in proc.stdout.splitlines() if ln.startswith("+ ")
+    ]
+    assert actions, proc.stdout
+    assert (
+        f"/opt/hyperframes/venv/bin/python -m pip install --quiet --upgrade "
+        f"{ROOT}[recorder,systemd]" in actions
+    ), actions
+    assert "ln -sfn /opt/hyperframes/venv/bin/hyperframes /usr/local/bin/hyperframes" in actions
+    unit_install = f"install -m 0644 {UNIT} /etc/systemd/system/{UNIT.name}"
+    assert unit_install in actions
+    assert "systemctl daemon-reload" in actions
+    assert f"systemctl enable {UNIT.name}" in actions
+    assert not any(a.startswith("systemctl restart") for a in actions), "no --start given"
+    assert "install -d -m 0750 -o hyperframes -g hyperframes /var/lib/hyperframes" in actions
+    if not Path("/etc/hyperframes/vehicle.yaml").exists():
+        assert (
+            f"install -m 0640 -o root -g hyperframes {config} /etc/hyperframes/vehicle.yaml"
+            in actions
+        )
+    # The venv the script builds is the one the unit's ExecStart runs.
+    assert "/opt/hyperframes/venv/bin/hyperframes check-config /etc/hyperframes/vehicle.yaml" in (
+        actions
+    )
+    order = [
+        actions.index(unit_install),
+        actions.index("systemctl daemon-reload"),
+        actions.index(f"systemctl enable {UNIT.name}"),
+    ]
+    assert order == sorted(order), "unit installed, then daemon-reload, then enable"
+
+
+def test_install_dry_run_start() -> None:
+    proc = _dry_run("--start", os.fspath(ROOT))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f"+ systemctl restart {UNIT.name}" in proc.stdout.splitlines()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["/nonexistent/hyperframes"], "no such project directory or wheel"),
+        (["--config", "/nonexistent.yaml"], "config not found"),
+        (["--bogus"], "unknown option --bogus"),
+        (["--config"], "--config needs a file"),
+    ],
+)
+def test_install_rejects_bad_arguments(args: list[str], message: str) -> None:
+    proc = _dry_run(*args)
+    assert proc.returncode != 0
+    assert message in proc.stderr
+    assert "+ " not in proc.stdout, "nothing may be attempted after a bad argument"
+
+
+def test_install_help() -> None:
+    proc = subprocess.run(
+        ["bash", os.fspath(INSTALL), "--help"], capture_output=True, text=True, check=False
+    )
+    assert proc.returncode == 0
+    assert "--dry-run" in proc.stdout
