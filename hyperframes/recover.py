@@ -202,7 +202,8 @@ def recover(
         os.close(fd)
     if not len(scan.windows):
         raise RecoveryError(src, f"no complete window found ({scan.stop_reason})")
-    tmp = out.with_name(out.name + TMP_SUFFIX)
+    # not NAME.tmp: for the default output that is the source itself
+    tmp = out.with_name(out.name + ".recovering" + TMP_SUFFIX)
     with open(src, "rb") as fin, open(tmp, "wb") as fout:
         _copy_prefix(fin, fout, scan.end)
         fout.flush()

@@ -31,8 +31,8 @@ needs_systemd_analyze = pytest.mark.skipif(
 
 def _unit_settings(text: str) -> dict[str, list[str]]:
     settings: dict[str, list[str]] = {}
-    for line in text.splitlines():
-        line = line.strip()
+    for raw in text.splitlines():
+        line = raw.strip()
         if line and not line.startswith(("#", ";", "[")):
             key, _, value = line.partition("=")
             settings.setdefault(key, []).append(value)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import builtins
-import importlib.util
 import re
 import urllib.request
 from typing import Any
@@ -19,7 +18,12 @@ from recorder.metrics import (
     start_prometheus_exporter,
 )
 
-HAVE_PROMETHEUS = importlib.util.find_spec("prometheus_client") is not None
+try:
+    import prometheus_client  # noqa: F401
+except ImportError:
+    HAVE_PROMETHEUS = False
+else:
+    HAVE_PROMETHEUS = True
 
 
 def _stats() -> RecorderStats:
@@ -138,8 +142,13 @@ def test_prometheus_endpoint_reads_live_stats() -> None:
         assert m['hyperframes_stream_frames_total{stream="cam_front"}'] == 30
         assert m['hyperframes_stream_frames_total{stream="lidar_top"}'] == 10
         assert m['hyperframes_stream_received_bytes_total{stream="lidar_top"}'] == 20_000_000
-        assert m['hyperframes_stream_dropped_frames_total{reason="queue_full",stream="cam_front"}'] == 1
-        assert m['hyperframes_stream_dropped_frames_total{reason="oversized",stream="cam_front"}'] == 2
+        assert (
+            m['hyperframes_stream_dropped_frames_total{reason="queue_full",stream="cam_front"}']
+            == 1
+        )
+        assert (
+            m['hyperframes_stream_dropped_frames_total{reason="oversized",stream="cam_front"}'] == 2
+        )
         assert m['hyperframes_dropped_messages_total{reason="unknown_topic"}'] == 4
         assert m['hyperframes_stream_late_frames_total{stream="cam_front"}'] == 3
         assert m['hyperframes_stream_quarantined_frames_total{stream="lidar_top"}'] == 1

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import logging
 import os
 import socket
@@ -17,7 +16,12 @@ import pytest
 from recorder import sdnotify
 from recorder.sdnotify import Notifier, setup_logging, watchdog_interval_s
 
-HAVE_SYSTEMD_PYTHON = importlib.util.find_spec("systemd") is not None
+try:
+    import systemd.daemon  # noqa: F401
+except ImportError:
+    HAVE_SYSTEMD_PYTHON = False
+else:
+    HAVE_SYSTEMD_PYTHON = True
 BACKENDS = [
     "builtin",
     pytest.param(
