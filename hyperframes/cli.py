@@ -36,13 +36,15 @@ def _info(args: argparse.Namespace) -> int:
         for sid, s in r.streams.items():
             ts = r.timestamps(sid)
             mask = idx["stream_id"] == sid
-            streams.append({
-                **s.to_dict(),
-                "frames": int(len(ts)),
-                "stored_bytes": int(idx["size"][mask].sum()),
-                "first_ns": int(ts[0]) if len(ts) else None,
-                "last_ns": int(ts[-1]) if len(ts) else None,
-            })
+            streams.append(
+                {
+                    **s.to_dict(),
+                    "frames": len(ts),
+                    "stored_bytes": int(idx["size"][mask].sum()),
+                    "first_ns": int(ts[0]) if len(ts) else None,
+                    "last_ns": int(ts[-1]) if len(ts) else None,
+                }
+            )
         doc: dict[str, Any] = {
             "path": str(args.file),
             "file_bytes": r.path.stat().st_size,
@@ -60,20 +62,28 @@ def _info(args: argparse.Namespace) -> int:
         return 0
     dur = (doc["end_ns"] - doc["start_ns"]) / 1e9
     m = doc["metadata"]
-    print(f"{doc['path']}: {doc['file_bytes'] / 1e6:.1f} MB, vehicle {m['vehicle_id']}, "
-          f"segment {m['segment_seq']}")
-    print(f"  {doc['windows']} windows of {doc['window_ns'] / 1e6:g} ms ({dur:.1f} s), "
-          f"{doc['frames']} frames, {doc['incomplete_windows']} incomplete windows")
-    print(f"  {'id':>4} {'name':<20} {'kind':<7} {'encoding':<9} {'codec':<16} "
-          f"{'frames':>7} {'MB':>9}")
-    for s in streams:
-        codec = s["codec"] or "none"
-        if s["codec"] in ("lz4hc", "zstd"):
-            codec += f":{s['level']}"
-        if s["shuffle"]:
+    print(
+        f"{doc['path']}: {doc['file_bytes'] / 1e6:.1f} MB, vehicle {m['vehicle_id']}, "
+        f"segment {m['segment_seq']}"
+    )
+    print(
+        f"  {doc['windows']} windows of {doc['window_ns'] / 1e6:g} ms ({dur:.1f} s), "
+        f"{doc['frames']} frames, {doc['incomplete_windows']} incomplete windows"
+    )
+    print(
+        f"  {'id':>4} {'name':<20} {'kind':<7} {'encoding':<9} {'codec':<16} "
+        f"{'frames':>7} {'MB':>9}"
+    )
+    for row in streams:
+        codec = row["codec"] or "none"
+        if row["codec"] in ("lz4hc", "zstd"):
+            codec += f":{row['level']}"
+        if row["shuffle"]:
             codec += "+shuffle"
-        print(f"  {s['id']:>4} {s['name']:<20} {s['kind']:<7} {s['encoding']:<9} {codec:<16} "
-              f"{s['frames']:>7} {s['stored_bytes'] / 1e6:>9.2f}")
+        print(
+            f"  {row['id']:>4} {row['name']:<20} {row['kind']:<7} {row['encoding']:<9} "
+            f"{codec:<16} {row['frames']:>7} {row['stored_bytes'] / 1e6:>9.2f}"
+        )
     return 0
 
 
@@ -83,8 +93,10 @@ def _verify(args: argparse.Namespace) -> int:
         result = verify_file(path)
         if result.ok:
             if not args.quiet:
-                print(f"OK {path}: {result.windows} windows, {result.frames} frames, "
-                      f"{result.payload_bytes / 1e6:.1f} MB of payload checked")
+                print(
+                    f"OK {path}: {result.windows} windows, {result.frames} frames, "
+                    f"{result.payload_bytes / 1e6:.1f} MB of payload checked"
+                )
         else:
             bad += 1
             for problem in result.problems:
@@ -121,8 +133,10 @@ def _synth(args: argparse.Namespace) -> int:
     n = write_synthetic(str(out), prof, args.seconds, seed=args.seed, progress=progress)
     if not args.quiet:
         print(file=sys.stderr)
-    print(f"wrote {out}: profile {prof.name}, {args.seconds:g} s, {n} frames, "
-          f"{out.stat().st_size / 1e6:.1f} MB in {time.monotonic() - t0:.1f} s")
+    print(
+        f"wrote {out}: profile {prof.name}, {args.seconds:g} s, {n} frames, "
+        f"{out.stat().st_size / 1e6:.1f} MB in {time.monotonic() - t0:.1f} s"
+    )
     return 0
 
 
@@ -154,8 +168,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("synth", help="write a deterministic synthetic multi-sensor recording")
     p.add_argument("output", type=Path, metavar="OUT")
     p.add_argument("--seconds", type=float, default=10.0, help="duration (default 10)")
-    p.add_argument("--profile", default="demo", choices=sorted(PROFILES),
-                   help="stream set (default demo)")
+    p.add_argument(
+        "--profile", default="demo", choices=sorted(PROFILES), help="stream set (default demo)"
+    )
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     p.add_argument("-f", "--force", action="store_true", help="replace an existing output")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress output")
@@ -175,8 +190,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _unavailable(name: str, missing: str) -> Handler:
     def handler(_args: argparse.Namespace) -> int:
-        print(f"error: '{name}' needs {missing}; install it with "
-              "pip install 'hyperframes[recorder]'", file=sys.stderr)
+        print(
+            f"error: '{name}' needs {missing}; install it with pip install 'hyperframes[recorder]'",
+            file=sys.stderr,
+        )
         return 2
 
     return handler
@@ -185,8 +202,10 @@ def _unavailable(name: str, missing: str) -> Handler:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``hyperframes`` console script."""
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
     handler: Handler = args.handler
     try:
         return handler(args)

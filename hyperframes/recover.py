@@ -27,7 +27,6 @@ from hyperframes.layout import (
     INDEX_DTYPE,
     WINDOW_DTYPE,
     BlockRecord,
-    HeaderFlags,
 )
 from hyperframes.writer import TMP_SUFFIX, write_trailer
 
@@ -67,7 +66,6 @@ class RecoveryReport:
 @dataclass(frozen=True, slots=True)
 class _Scan:
     meta: Meta
-    header_flags: int
     data_offset: int
     end: int
     entries: np.ndarray
@@ -77,8 +75,12 @@ class _Scan:
     stop_reason: str
 
 
-def scan_blocks(fd: int, path: str) -> _Scan:
-    """Walk the window blocks of a (possibly truncated) file; pure reading."""
+def scan_blocks(fd: int, path: str, check_payloads: bool = True) -> _Scan:
+    """Walk the window blocks of a (possibly truncated) file; pure reading.
+
+    With ``check_payloads`` every payload's CRC32C is checked as well as the
+    block records and their entry tables.
+    """
     size = os.fstat(fd).st_size
     h = read_header(fd, path, size)
     meta = read_meta(
@@ -119,7 +121,7 @@ def scan_blocks(fd: int, path: str) -> _Scan:
         n = rec.frame_count
         ent = np.frombuffer(table, INDEX_DTYPE, count=n)
         aux = np.frombuffer(table, AUX_DTYPE, count=n, offset=n * INDEX_DTYPE.itemsize)
-        bad = _bad_frame(fd, ent, rec, pos, stream_ids)
+        bad = _bad_frame(fd, ent, rec, pos, stream_ids, check_payloads)
         if bad is not None:
             lost_frames = n
             reason = f"window {rec.window_id} at offset {pos}: {bad}"
@@ -139,7 +141,6 @@ def scan_blocks(fd: int, path: str) -> _Scan:
         pos += rec.block_size
     return _Scan(
         meta=meta,
-        header_flags=h.flags & ~HeaderFlags.FINALIZED,
         data_offset=h.data_offset,
         end=pos,
         entries=np.concatenate(entries) if entries else np.empty(0, INDEX_DTYPE),
@@ -151,7 +152,12 @@ def scan_blocks(fd: int, path: str) -> _Scan:
 
 
 def _bad_frame(
-    fd: int, ent: np.ndarray, rec: BlockRecord, pos: int, stream_ids: np.ndarray
+    fd: int,
+    ent: np.ndarray,
+    rec: BlockRecord,
+    pos: int,
+    stream_ids: np.ndarray,
+    check_payloads: bool,
 ) -> str | None:
     block_end = pos + rec.block_size
     for e in ent:
@@ -160,7 +166,7 @@ def _bad_frame(
             return f"frame at {off} lies outside its block"
         if int(e["stream_id"]) not in stream_ids:
             return f"frame at {off} names unknown stream {int(e['stream_id'])}"
-        if crc32c(pread_exact(fd, size, off)) != int(e["crc32c"]):
+        if check_payloads and crc32c(pread_exact(fd, size, off)) != int(e["crc32c"]):
             return f"frame at {off} fails its checksum (not durable before the cut)"
     return None
 
@@ -215,7 +221,6 @@ def recover(
             scan.aux,
             scan.windows,
             scan.meta,
-            scan.header_flags,
         )
     os.replace(tmp, out)
     fsync_dir(out.parent)

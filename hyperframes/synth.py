@@ -14,9 +14,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
+from PIL import Image
 
 from hyperframes.layout import FrameFlags
-from hyperframes.streams import SensorKind, StreamInfo, TimestampSource
+from hyperframes.streams import FileMetadata, SensorKind, StreamInfo, TimestampSource
+from hyperframes.writer import HyperframeWriter
 
 __all__ = [
     "PROFILES",
@@ -54,13 +56,15 @@ class Profile:
 
 
 def _camera(sid: int, name: str, width: int, height: int, rate: float = 30.0) -> StreamInfo:
-    return StreamInfo(sid, name, SensorKind.CAMERA, "jpeg", rate_hz=rate,
-                      extra={"width": width, "height": height})
+    return StreamInfo(
+        sid, name, SensorKind.CAMERA, "jpeg", rate_hz=rate, extra={"width": width, "height": height}
+    )
 
 
 def _lidar(sid: int, name: str, points: int) -> StreamInfo:
-    return StreamInfo(sid, name, SensorKind.LIDAR, "xyzi-f32", rate_hz=10.0,
-                      extra={"points": points})
+    return StreamInfo(
+        sid, name, SensorKind.LIDAR, "xyzi-f32", rate_hz=10.0, extra={"points": points}
+    )
 
 
 def _imu(sid: int, name: str) -> StreamInfo:
@@ -68,18 +72,30 @@ def _imu(sid: int, name: str) -> StreamInfo:
 
 
 PROFILES: dict[str, Profile] = {
-    "demo": Profile("demo", 100_000_000, (
-        _camera(0, "cam_front", 320, 240),
-        _camera(1, "cam_rear", 320, 240),
-        _lidar(2, "lidar_top", 10_000),
-        _imu(3, "imu"),
-    )),
-    "vehicle": Profile("vehicle", 100_000_000, (
-        *(_camera(i, f"cam_{pos}", 1600, 900) for i, pos in enumerate(
-            ("front", "front_left", "front_right", "back", "back_left", "back_right"))),
-        _lidar(6, "lidar_top", 120_000),
-        _imu(7, "imu"),
-    )),
+    "demo": Profile(
+        "demo",
+        100_000_000,
+        (
+            _camera(0, "cam_front", 320, 240),
+            _camera(1, "cam_rear", 320, 240),
+            _lidar(2, "lidar_top", 10_000),
+            _imu(3, "imu"),
+        ),
+    ),
+    "vehicle": Profile(
+        "vehicle",
+        100_000_000,
+        (
+            *(
+                _camera(i, f"cam_{pos}", 1600, 900)
+                for i, pos in enumerate(
+                    ("front", "front_left", "front_right", "back", "back_left", "back_right")
+                )
+            ),
+            _lidar(6, "lidar_top", 120_000),
+            _imu(7, "imu"),
+        ),
+    ),
 }
 
 
@@ -97,8 +113,6 @@ Generator = Callable[[int], bytes]
 
 
 def _jpeg_generator(stream: StreamInfo, seed: int) -> Generator:
-    from PIL import Image
-
     width = int(stream.extra.get("width", 640))
     height = int(stream.extra.get("height", 480))
     rng = np.random.default_rng(seed)
@@ -188,8 +202,9 @@ def make_generator(stream: StreamInfo, seed: int = 0) -> Generator:
     return _GENERATORS.get(stream.encoding, _bytes_generator)(stream, seed + stream.id)
 
 
-def synth_frames(prof: Profile, seconds: float, seed: int = 0,
-                 start_ns: int = BASE_NS) -> Iterator[SynthFrame]:
+def synth_frames(
+    prof: Profile, seconds: float, seed: int = 0, start_ns: int = BASE_NS
+) -> Iterator[SynthFrame]:
     """Frames of every stream of ``prof`` in timestamp order for ``seconds`` seconds."""
     gens = {s.id: make_generator(s, seed) for s in prof.streams}
     periods = {s.id: round(1e9 / (s.rate_hz or 10.0)) for s in prof.streams}
@@ -203,28 +218,44 @@ def synth_frames(prof: Profile, seconds: float, seed: int = 0,
         if ts > end:
             return
         stream = next(s for s in prof.streams if s.id == sid)
-        flags = FrameFlags.HW_TIMESTAMP if stream.timestamp_source is TimestampSource.HARDWARE \
+        flags = (
+            FrameFlags.HW_TIMESTAMP
+            if stream.timestamp_source is TimestampSource.HARDWARE
             else FrameFlags.NONE
+        )
         if stream.kind is SensorKind.CAMERA:
             flags |= FrameFlags.KEYFRAME  # every JPEG stands alone
         yield SynthFrame(sid, ts, gens[sid](counts[sid]), int(flags), counts[sid])
         counts[sid] += 1
 
 
-def write_synthetic(path: str, prof: Profile, seconds: float, seed: int = 0,
-                    progress: Callable[[float], None] | None = None) -> int:
+def write_synthetic(
+    path: str,
+    prof: Profile,
+    seconds: float,
+    seed: int = 0,
+    progress: Callable[[float], None] | None = None,
+) -> int:
     """Write a synthetic recording to ``path``; returns the number of frames."""
-    from hyperframes.streams import FileMetadata
-    from hyperframes.writer import HyperframeWriter
-
-    meta = FileMetadata(vehicle_id=f"synth-{prof.name}", recorder_version="hyperframes-synth",
-                        segment_seq=0, created_ns=BASE_NS, extra={"seed": seed})
+    meta = FileMetadata(
+        vehicle_id=f"synth-{prof.name}",
+        recorder_version="hyperframes-synth",
+        segment_seq=0,
+        created_ns=BASE_NS,
+        extra={"seed": seed},
+    )
     n = 0
     last_report = BASE_NS
     with HyperframeWriter(path, prof.streams, prof.window_ns, meta) as w:
         for f in synth_frames(prof, seconds, seed):
-            w.append(f.stream_id, f.timestamp_ns, f.payload, flags=f.flags,
-                     stream_index=f.stream_index, receive_ns=f.timestamp_ns + 2_000_000)
+            w.append(
+                f.stream_id,
+                f.timestamp_ns,
+                f.payload,
+                flags=f.flags,
+                stream_index=f.stream_index,
+                receive_ns=f.timestamp_ns + 2_000_000,
+            )
             n += 1
             if progress is not None and f.timestamp_ns - last_report >= 1_000_000_000:
                 last_report = f.timestamp_ns

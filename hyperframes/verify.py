@@ -12,6 +12,7 @@ from hyperframes._crc import crc32c
 from hyperframes._io import pread_exact
 from hyperframes._structure import load_aux, load_structure
 from hyperframes.errors import HyperframesError
+from hyperframes.recover import scan_blocks
 
 __all__ = ["VerifyResult", "verify_file"]
 
@@ -90,6 +91,13 @@ def verify_file(
             if progress is not None:
                 progress(done, total)
             i = j
+        # the window block records (what recovery would rely on) must be intact too
+        scan = scan_blocks(fd, name, check_payloads=False)
+        if scan.stop_reason != "end of file" or len(scan.windows) != len(s.windows):
+            result.problems.append(
+                f"{name}: window blocks: {scan.stop_reason} "
+                f"({len(scan.windows)} of {len(s.windows)} blocks intact)"
+            )
     finally:
         os.close(fd)
     return result

@@ -25,11 +25,13 @@ import numpy as np
 from hyperframes._crc import BytesLike, PayloadLike, byte_view, crc32c
 from hyperframes._io import fsync_dir, write_all
 from hyperframes._meta import Meta, encode_meta
-from hyperframes.codecs import CODEC_LZ4, CODEC_ZSTD, CodecSpec, codec_of, encode_frame
+from hyperframes.codecs import CODEC_LZ4, CODEC_ZSTD, CodecSpec, encode_frame
 from hyperframes.layout import (
     ALIGN,
     AUX_DTYPE,
     BLOCK_RECORD_SIZE,
+    CODEC_MASK,
+    CODEC_SHIFT,
     HEADER_SIZE,
     INDEX_DTYPE,
     WINDOW_DTYPE,
@@ -167,7 +169,6 @@ class HyperframeWriter:
         self._aux: list[np.ndarray] = []
         self._windows: list[tuple[int, int, int, int, int]] = []
         self._missing: dict[int, tuple[int, ...]] = {}
-        self._header_flags = int(HeaderFlags.LITTLE_ENDIAN)
         self.bytes_in = 0
         self.bytes_stored = 0
         self.frame_count = 0
@@ -283,7 +284,6 @@ class HyperframeWriter:
                 aux,
                 windows,
                 self._meta(),
-                self._header_flags,
             )
             os.close(self._fd)
             self._closed = True
@@ -347,7 +347,7 @@ class HyperframeWriter:
 
     def _header(self, finalized: bool) -> Header:
         return Header(
-            flags=self._header_flags | (HeaderFlags.FINALIZED if finalized else 0),
+            flags=HeaderFlags.LITTLE_ENDIAN | (HeaderFlags.FINALIZED if finalized else 0),
             start_ns=0,
             end_ns=0,
             frame_count=0,
@@ -437,7 +437,6 @@ class HyperframeWriter:
             flags = p.flags | codec_flags
             if flags & FrameFlags.LATE:
                 block_flags |= WINDOW_FLAG_HAS_LATE
-            self._header_flags |= _header_bits(codec_flags)
             entries[i] = (
                 p.stream_id,
                 flags,
@@ -492,16 +491,17 @@ class HyperframeWriter:
             os.close(self._fd)
 
 
-def _header_bits(codec_flags: int) -> int:
-    bits = 0
-    codec = codec_of(codec_flags)
-    if codec == CODEC_LZ4:
+def _header_bits(flags: np.ndarray) -> int:
+    """Header flag bits naming the codecs and filters used by any frame."""
+    codecs = set(((flags & CODEC_MASK) >> CODEC_SHIFT).tolist())
+    bits = HeaderFlags.LITTLE_ENDIAN
+    if CODEC_LZ4 in codecs:
         bits |= HeaderFlags.USES_LZ4
-    elif codec == CODEC_ZSTD:
+    if CODEC_ZSTD in codecs:
         bits |= HeaderFlags.USES_ZSTD
-    if codec_flags & FrameFlags.SHUFFLED:
+    if np.any(flags & FrameFlags.SHUFFLED):
         bits |= HeaderFlags.USES_SHUFFLE
-    return bits
+    return int(bits)
 
 
 def write_trailer(
@@ -512,7 +512,6 @@ def write_trailer(
     aux: np.ndarray,
     windows: np.ndarray,
     meta: Meta,
-    header_flags: int,
 ) -> Header:
     """Append index, aux table, window table and metadata after ``end``; finalize the header.
 
@@ -541,7 +540,7 @@ def write_trailer(
     os.fsync(fd)
     window_ns = meta.window_ns
     header = Header(
-        flags=header_flags | HeaderFlags.FINALIZED | HeaderFlags.LITTLE_ENDIAN,
+        flags=_header_bits(index["flags"]) | HeaderFlags.FINALIZED,
         start_ns=max(0, int(windows["window_id"][0]) * window_ns) if len(windows) else 0,
         end_ns=max(0, (int(windows["window_id"][-1]) + 1) * window_ns) if len(windows) else 0,
         frame_count=len(index),

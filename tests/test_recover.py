@@ -12,13 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from conftest import T0, WINDOW_NS, small_frames, small_streams
 from hyperframes import RecoveryError
 from hyperframes.reader import HyperframeReader
 from hyperframes.recover import recover
 from hyperframes.verify import verify_file
 from hyperframes.windows import window_of
 from hyperframes.writer import HyperframeWriter
+
+from conftest import T0, WINDOW_NS, small_frames, small_streams
 
 
 def _crashed_tmp(tmp_path: Path, seconds: float = 1.0) -> tuple[Path, list]:
@@ -69,7 +70,7 @@ def test_truncation_at_many_offsets(tmp_path: Path) -> None:
         assert verify_file(out).ok
         with HyperframeReader(out) as r:
             assert r.frame_count == report.frames
-            ids = set(int(w) for w in r.window_ids)
+            ids = {int(w) for w in r.window_ids}
         # every frame of a recovered window is there, none of a lost one
         expected = [f for f in frames if window_of(f[1], WINDOW_NS) in ids]
         assert report.frames == len(expected)

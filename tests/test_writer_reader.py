@@ -9,7 +9,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import T0, WINDOW_NS, lidar_sweep, small_frames, small_streams
 from hyperframes import (
     CodecSpec,
     FileMetadata,
@@ -22,6 +21,8 @@ from hyperframes.layout import HEADER_SIZE, Header
 from hyperframes.reader import HyperframeReader
 from hyperframes.windows import window_of
 from hyperframes.writer import HyperframeWriter, WriteFrame
+
+from conftest import T0, WINDOW_NS, lidar_sweep, small_frames, small_streams
 
 
 def test_every_frame_comes_back_byte_for_byte(write_file) -> None:

@@ -1,0 +1,85 @@
+"""The hyperframes command line, run as users run it."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hyperframes.cli import main
+from hyperframes.layout import HEADER_SIZE
+
+import golden_files as g
+
+
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "hyperframes.cli", *args],
+                          capture_output=True, text=True, timeout=120, check=False)
+
+
+def test_synth_info_verify(tmp_path: Path) -> None:
+    out = tmp_path / "demo.hf"
+    r = run("synth", str(out), "--seconds", "2", "--quiet")
+    assert r.returncode == 0, r.stderr
+    assert "profile demo, 2 s" in r.stdout
+    r = run("info", str(out), "--json")
+    doc = json.loads(r.stdout)
+    assert doc["windows"] == 20 and doc["frames"] == sum(s["frames"] for s in doc["streams"])
+    assert {s["name"]: s["frames"] for s in doc["streams"]} == {
+        "cam_front": 61, "cam_rear": 60, "lidar_top": 20, "imu": 400}
+    r = run("verify", str(out))
+    assert r.returncode == 0 and r.stdout.startswith("OK ")
+
+
+def test_synth_is_deterministic(tmp_path: Path) -> None:
+    assert main(["synth", str(tmp_path / "a.hf"), "--seconds", "1", "-q"]) == 0
+    assert main(["synth", str(tmp_path / "b.hf"), "--seconds", "1", "-q"]) == 0
+    assert (tmp_path / "a.hf").read_bytes() == (tmp_path / "b.hf").read_bytes()
+    assert main(["synth", str(tmp_path / "a.hf"), "--seconds", "1", "-q"]) == 2  # exists
+
+
+def test_info_text(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["info", str(g.GOLDEN / "tiny-v1.hf")]) == 0
+    text = capsys.readouterr().out
+    assert "6 windows of 50 ms" in text and "golden-car" in text
+    assert "zstd:3+shuffle" in text and "lz4hc:9" in text
+
+
+def test_verify_reports_each_bad_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    good = g.GOLDEN / "tiny-v1.hf"
+    bad = tmp_path / "bad.hf"
+    raw = bytearray(good.read_bytes())
+    raw[HEADER_SIZE + 900] ^= 1
+    bad.write_bytes(bytes(raw))
+    missing = tmp_path / "nope.hf"
+    assert main(["verify", str(good), str(bad), str(missing)]) == 1
+    err = capsys.readouterr().err
+    assert str(bad) in err and str(missing) in err and str(good) not in err
+
+
+def test_recover_command(tmp_path: Path) -> None:
+    src = tmp_path / "rec.hf.tmp"
+    shutil.copy(g.GOLDEN / "tiny-v1-crashed.hf.tmp", src)
+    r = run("recover", str(src))
+    assert r.returncode == 0, r.stderr
+    assert "recovered 6 windows, 40 frames" in r.stdout and "nothing lost" in r.stdout
+    assert "verified" in r.stdout
+    assert (tmp_path / "rec.hf").read_bytes() == (g.GOLDEN / "tiny-v1.hf").read_bytes()
+    r = run("recover", str(src))  # output exists now
+    assert r.returncode == 1 and "already exists" in r.stderr
+
+
+def test_recover_of_nothing_fails(tmp_path: Path) -> None:
+    src = tmp_path / "empty.hf.tmp"
+    src.write_bytes((g.GOLDEN / "tiny-v1-crashed.hf.tmp").read_bytes()[:1300])
+    r = run("recover", str(src))
+    assert r.returncode == 1 and "no complete window" in r.stderr
+
+
+def test_reading_unfinalized_file_says_what_to_do(tmp_path: Path) -> None:
+    r = run("info", str(g.GOLDEN / "tiny-v1-crashed.hf.tmp"))
+    assert r.returncode == 1 and "hyperframes recover" in r.stderr
