@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs what hyperframes needs into ./.venv (and, on Debian, the system packages the
+# tests use). Idempotent; safe to run again. Usage: scripts/setup.sh [EXTRAS]  (default: dev)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+extras="${1:-dev}"
+
+apt_packages=(mosquitto libsystemd-dev pkg-config gcc systemd)
+if command -v apt-get >/dev/null 2>&1 && [ "$extras" = dev ]; then
+    missing=()
+    for p in "${apt_packages[@]}"; do
+        dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+    done
+    if [ ${#missing[@]} -gt 0 ]; then
+        sudo=""
+        [ "$(id -u)" -eq 0 ] || sudo="sudo"
+        echo "setup: installing Debian packages: ${missing[*]}"
+        export DEBIAN_FRONTEND=noninteractive
+        $sudo apt-get update -q >/dev/null
+        $sudo apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
+    fi
+fi
+
+python="${PYTHON:-python3}"
+if [ ! -x .venv/bin/python ]; then
+    "$python" -m venv .venv
+fi
+.venv/bin/python -m pip install -q --upgrade pip
+.venv/bin/python -m pip install -q -e ".[$extras]"
