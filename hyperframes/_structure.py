@@ -174,13 +174,20 @@ def load_structure(fd: int, path: str) -> Structure:
 
 
 def _check_index(path: str, index: np.ndarray, h: Header, meta: Meta) -> None:
-    """Vectorised checks of every entry (no per-entry Python loop)."""
+    """Vectorised checks of every entry (no per-entry Python loop).
+
+    Works on a plain ``(n, 4)`` uint64 view of the 32-byte entries: contiguous
+    words are several times faster to scan than structured-array fields.
+    """
     if not len(index):
         return
-    offsets = index["offset"]
-    ends = offsets + index["size"].astype(np.uint64)
-    bad = (offsets < h.data_offset) | (offsets % ALIGN != 0) | (ends > h.index_offset)
-    if np.any(bad):
+    words = index.view("<u8").reshape(-1, 4)
+    offsets = words[:, 2]
+    ends = offsets + (words[:, 3] & 0xFFFFFFFF)
+    bad = offsets < h.data_offset
+    bad |= (offsets & (ALIGN - 1)) != 0
+    bad |= ends > h.index_offset
+    if bad.any():
         i = int(np.argmax(bad))
         raise CorruptFileError(
             path,
@@ -188,17 +195,20 @@ def _check_index(path: str, index: np.ndarray, h: Header, meta: Meta) -> None:
             f"payload region [{h.data_offset}, {h.index_offset}) or unaligned",
             h.index_offset + 32 * i,
         )
-    sid = index["stream_id"]
-    known = np.array(sorted(s.id for s in meta.streams), dtype=np.uint16)
-    unknown = ~np.isin(sid, known)
-    if np.any(unknown):
+    sid = (words[:, 0] & 0xFFFF).astype(np.uint16)
+    known = np.zeros(1 << 16, dtype=bool)
+    known[[s.id for s in meta.streams]] = True
+    unknown = ~known[sid]
+    if unknown.any():
         i = int(np.argmax(unknown))
         raise CorruptFileError(
             path, f"index entry {i} names unknown stream {int(sid[i])}", h.index_offset + 32 * i
         )
-    ts = index["timestamp_ns"]
-    unsorted = (sid[1:] < sid[:-1]) | ((sid[1:] == sid[:-1]) & (ts[1:] < ts[:-1]))
-    if np.any(unsorted):
+    ts = words[:, 1]
+    same = sid[1:] == sid[:-1]
+    unsorted = sid[1:] < sid[:-1]
+    unsorted |= same & (ts[1:] < ts[:-1])
+    if unsorted.any():
         i = int(np.argmax(unsorted)) + 1
         raise CorruptFileError(
             path,
