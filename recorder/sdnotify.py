@@ -74,6 +74,9 @@ def _builtin_notify(message: str, environ: Mapping[str, str] | None = None) -> b
         # vsock: and other transports are for VMs; this daemon runs on the host.
         raise OSError(f"unsupported NOTIFY_SOCKET address {address!r}")
     with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC) as sock:
+        # Never block the event loop: if nobody reads the socket and its queue is
+        # full, the send fails (BlockingIOError) and the caller logs it.
+        sock.setblocking(False)
         sock.connect(target)
         sock.sendall(message.encode("utf-8"))
     return True

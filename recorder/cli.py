@@ -1,0 +1,87 @@
+"""The recorder's subcommands of ``hyperframes``: record, check-config, sim.
+
+Registered through the ``hyperframes.commands`` entry point
+(``recorder.cli:register``), so the core ``hyperframes`` package never imports
+the recorder.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+__all__ = ["register"]
+
+
+def _record(args: argparse.Namespace) -> int:
+    from recorder.config import ConfigError, load_config  # noqa: PLC0415
+    from recorder.daemon import record_main  # noqa: PLC0415
+    from recorder.sdnotify import setup_logging  # noqa: PLC0415
+
+    setup_logging(args.log_level, force=True)
+    try:
+        cfg = load_config(args.config)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return record_main(cfg, args.seconds)
+
+
+def _check_config(args: argparse.Namespace) -> int:
+    from recorder.config import check_config_main  # noqa: PLC0415
+
+    return check_config_main([str(args.file)])
+
+
+def _sim(args: argparse.Namespace) -> int:
+    from recorder.config import ConfigError, load_config  # noqa: PLC0415
+    from recorder.sim import run_sim  # type: ignore[import-not-found,unused-ignore]  # noqa: PLC0415
+
+    try:
+        cfg = load_config(args.config)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    result: int = run_sim(cfg, args)
+    return result
+
+
+def register(subparsers: Any) -> None:
+    """Add ``record``, ``check-config`` and ``sim`` to the ``hyperframes`` parser."""
+    p = subparsers.add_parser("record", help="run the recorder in the foreground")
+    p.add_argument("--config", required=True, type=Path, help="vehicle YAML config")
+    p.add_argument(
+        "--seconds",
+        type=float,
+        default=None,
+        help="stop after N seconds (demos, tests); default: until SIGTERM",
+    )
+    p.add_argument("--log-level", default="INFO",
+                   choices=["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"])  # fmt: skip
+    p.set_defaults(handler=_record)
+
+    p = subparsers.add_parser("check-config", help="validate a vehicle config and summarise it")
+    p.add_argument("file", type=Path, metavar="FILE")
+    p.set_defaults(handler=_check_config)
+
+    p = subparsers.add_parser("sim", help="publish synthetic sensor traffic for a vehicle config")
+    p.add_argument("--config", required=True, type=Path, help="vehicle YAML config")
+    p.add_argument("--seconds", type=float, default=5.0, help="how long (default 5)")
+    p.add_argument(
+        "--rate-scale", type=float, default=1.0, help="multiply every stream's rate (default 1)"
+    )
+    p.add_argument(
+        "--drop",
+        action="append",
+        default=[],
+        metavar="STREAM_NAME",
+        help="do not publish this stream (repeatable): a sensor dropping out",
+    )
+    p.add_argument(
+        "--jitter-ms", type=float, default=0.0, help="random timestamp jitter, +-ms (default 0)"
+    )
+    p.add_argument("--reorder", action="store_true", help="swap neighbouring frames now and then")
+    p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    p.set_defaults(handler=_sim)

@@ -1,0 +1,560 @@
+"""The recorder daemon: sockets in, finalized segment files out.
+
+One :class:`Recorder` per ``async with``; it owns an :class:`asyncio.TaskGroup`
+of named tasks on the event loop and one writer thread::
+
+    zmq-NAME / mqtt  --IngestFrame-->  ingest queue (bounded: back-pressure)
+    pump             push() into the WindowEngine (sans-IO), host monotonic time
+    ticker           tick() the engine so silent streams cannot hold windows open
+                     --ClosedWindow-->  write queue (bounded)
+    writer           hands each window to SegmentSink on the single "hf-writer"
+                     thread (order preserved); fsync cadence; finalize at the end
+    keepalive        sd_notify WATCHDOG=1 and STATUS= from the event loop
+    ready            sd_notify READY=1 once sockets are bound (MQTT: subscribed,
+                     or after a short wait)
+
+Shutdown (``stop()``, SIGTERM/SIGINT, ``--seconds``, leaving the block) is
+ordered: STOPPING=1; sources stop receiving and drain their sockets; the pump
+empties the ingest queue and flushes the engine; the writer writes every
+remaining window and finalizes the current segment. Bounded by
+``shutdown_timeout_s`` (well inside systemd's 30 s stop timeout); if that
+expires, or a task failed, the segment is finalized with what was written.
+
+:class:`SegmentSink` is the synchronous file side (rotation, disk policy,
+per-stream written counters); it only ever runs on the writer thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import time
+from collections.abc import Callable, Coroutine, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Self
+
+from hyperframes.layout import FrameFlags
+from hyperframes.streams import FileMetadata
+from hyperframes.writer import HyperframeWriter, WriteFrame
+from recorder.config import VehicleConfig
+from recorder.diskpolicy import decide, free_bytes
+from recorder.engine import ClosedWindow, WindowEngine
+from recorder.ingest import IngestFrame
+from recorder.ingest_mqtt import MqttSource
+from recorder.ingest_zmq import ZmqSource
+from recorder.metrics import (
+    DropReason,
+    PrometheusExporter,
+    RecorderStats,
+    start_prometheus_exporter,
+)
+from recorder.sdnotify import Notifier
+from recorder.segments import RotationPolicy, list_segments, next_sequence, segment_name
+
+__all__ = ["Recorder", "SegmentSink", "run_recorder", "record_main"]
+
+_log = logging.getLogger(__name__)
+_MB = 1024 * 1024
+_U32 = 0xFFFFFFFF
+
+try:
+    from importlib.metadata import version as _pkg_version
+
+    RECORDER_VERSION = _pkg_version("hyperframes")
+except Exception:  # pragma: no cover - not installed
+    RECORDER_VERSION = "unknown"
+
+Window = ClosedWindow[IngestFrame]
+
+
+class SegmentSink:
+    """Writes closed windows into rotating segment files. Synchronous; one thread only.
+
+    Never raises from :meth:`write`: an I/O error is logged, the segment is
+    aborted (its ``.tmp`` stays recoverable), the window's frames are counted
+    as dropped (``write_error``) and the next window opens a new segment.
+    """
+
+    def __init__(
+        self,
+        config: VehicleConfig,
+        stats: RecorderStats,
+        *,
+        disk_check_s: float = 1.0,
+        compress_threads: int | None = None,
+    ) -> None:
+        self.config = config
+        self.stats = stats
+        self.dir = Path(config.output_dir)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.policy = RotationPolicy(
+            round(config.segment_seconds * 1e9) if config.segment_seconds else None,
+            config.segment_max_mb * _MB if config.segment_max_mb else None,
+        )
+        self.seq = next_sequence((p.name for p in self.dir.iterdir()), config.vehicle_id)
+        self.finalized: list[Path] = []
+        self._streams = [s.info for s in config.streams]
+        self._codecs = {s.id: s.codec for s in config.streams}
+        self._plain = {s.id for s in config.streams if s.codec.name == "none"}
+        self._writer: HyperframeWriter | None = None
+        self._first_start = 0
+        self._dirty = False
+        self._recording = True
+        self._disk_check_s = disk_check_s
+        self._last_disk_check = -1e18
+        self._threads = compress_threads
+
+    @property
+    def current(self) -> Path | None:
+        """The ``.tmp`` path being written, if any."""
+        return None if self._writer is None else self._writer.tmp_path
+
+    @property
+    def recording(self) -> bool:
+        """False while the disk policy has stopped recording."""
+        return self._recording
+
+    def write(self, window: Window) -> None:
+        """Write one closed window (rotating and applying the disk policy first)."""
+        try:
+            if not self._check_disk(force=self._writer is None):
+                self._drop(window, DropReason.DISK_FULL)
+                return
+            w = self._writer
+            if w is not None and self.policy.should_rotate(
+                self._first_start, window.start_ns, w.bytes_written
+            ):
+                self._finalize()
+                if not self._check_disk(force=True):
+                    self._drop(window, DropReason.DISK_FULL)
+                    return
+            if self._writer is None:
+                self._open(window.start_ns)
+            assert self._writer is not None
+            self._write(self._writer, window)
+        except OSError as exc:
+            _log.error("writing window %d failed: %s; segment aborted", window.window_id, exc)
+            self._drop(window, "write_error")
+            self.abort()
+
+    def sync(self) -> None:
+        """fsync the current segment if anything was written since the last sync."""
+        if self._writer is not None and self._dirty:
+            try:
+                self._writer.sync()
+                self._dirty = False
+            except OSError as exc:
+                _log.error("fsync of %s failed: %s", self._writer.tmp_path, exc)
+
+    def close(self) -> Path | None:
+        """Finalize the current segment; returns its path (``None`` if there was none)."""
+        if self._writer is None:
+            return None
+        try:
+            return self._finalize()
+        except OSError as exc:
+            _log.error("finalizing %s failed: %s; the .tmp is recoverable", self.current, exc)
+            self.abort()
+            return None
+
+    def abort(self) -> None:
+        """Stop the current segment without finalizing (its ``.tmp`` stays)."""
+        w, self._writer = self._writer, None
+        if w is not None:
+            with contextlib.suppress(OSError):
+                w.abort()
+
+    # --- internals ----------------------------------------------------------
+
+    def _open(self, start_ns: int) -> None:
+        name = segment_name(self.config.vehicle_id, start_ns, self.seq)
+        meta = FileMetadata(
+            vehicle_id=self.config.vehicle_id,
+            recorder_version=RECORDER_VERSION,
+            segment_seq=self.seq,
+            created_ns=time.time_ns(),
+            extra={"config": self.config.source} if self.config.source else {},
+        )
+        self._writer = HyperframeWriter(
+            self.dir / name,
+            self._streams,
+            self.config.window_ns,
+            meta,
+            codecs=self._codecs,
+            fsync_interval_s=self.config.fsync_interval_s,
+            threads=self._threads,
+        )
+        self.seq += 1
+        self._first_start = start_ns
+        _log.info("segment %s started", name)
+
+    def _finalize(self) -> Path:
+        w, self._writer = self._writer, None
+        assert w is not None
+        path = w.finalize()
+        self._dirty = False
+        self.finalized.append(path)
+        self.stats.segments_written += 1
+        _log.info("segment %s finalized: %d frames, %.1f MB", path.name, w.frame_count,
+                  path.stat().st_size / 1e6)  # fmt: skip
+        return path
+
+    def _write(self, w: HyperframeWriter, window: Window) -> None:
+        frames: list[WriteFrame] = []
+        raw: dict[int, int] = {}
+        counts: dict[int, int] = {}
+        for bucket, extra in (
+            (window.frames, 0),
+            (window.late, FrameFlags.LATE),
+            (window.quarantined, FrameFlags.QUARANTINED),
+        ):
+            for f in bucket:
+                frames.append(WriteFrame(f.stream_id, f.timestamp_ns, f.payload,
+                                         f.flags | extra, f.seq & _U32, f.receive_ns,
+                                         f.duration_ns))  # fmt: skip
+                raw[f.stream_id] = raw.get(f.stream_id, 0) + f.size
+                counts[f.stream_id] = counts.get(f.stream_id, 0) + 1
+        before = w.bytes_stored
+        w.write_window(window.window_id, frames, missing=window.missing)
+        self._dirty = True
+        # The writer reports stored bytes per file, not per stream: uncompressed
+        # streams store exactly their raw size; the rest share the remainder.
+        stored = w.bytes_stored - before
+        plain = sum(n for sid, n in raw.items() if sid in self._plain)
+        packed_raw = sum(n for sid, n in raw.items() if sid not in self._plain)
+        for sid, n in raw.items():
+            if sid in self._plain or packed_raw == 0:
+                part = n
+            else:
+                part = round((stored - plain) * n / packed_raw)
+            self.stats.streams[sid].record_stored(n, part, counts[sid])
+
+    def _drop(self, window: Window, reason: str) -> None:
+        for f in (*window.frames, *window.late, *window.quarantined):
+            self.stats.streams[f.stream_id].record_drop(reason)
+
+    def _check_disk(self, *, force: bool) -> bool:
+        now = time.monotonic()
+        if not force and now - self._last_disk_check < self._disk_check_s:
+            return self._recording
+        self._last_disk_check = now
+        disk = self.config.disk
+        free = free_bytes(self.dir)
+        self.stats.disk_free_bytes = free
+        segments: list[tuple[Path, int]] = []
+        if disk.on_full == "delete-oldest" and free < disk.min_free_mb * _MB:
+            for p in list_segments(self.dir, self.config.vehicle_id):
+                with contextlib.suppress(OSError):
+                    segments.append((p, p.stat().st_size))
+        decision = decide(
+            free, disk.min_free_mb * _MB, disk.on_full, segments,
+            protected_glob=disk.protected_glob, current=self.current, stopped=not self._recording,
+        )  # fmt: skip
+        for path in decision.delete:
+            try:
+                path.unlink()
+            except OSError as exc:
+                _log.error("disk policy: cannot delete %s: %s", path, exc)
+                continue
+            self.stats.segments_deleted += 1
+            _log.warning("disk policy: deleted %s to keep %d MB free", path.name,
+                         disk.min_free_mb)  # fmt: skip
+        if decision.record and not self._recording:
+            _log.warning("disk policy: %.0f MB free again, recording resumes", free / _MB)
+        elif not decision.record and self._recording:
+            _log.critical(
+                "DISK FULL: %.0f MB free on %s, below min_free_mb %d (policy %s): "
+                "RECORDING STOPPED; frames are counted as dropped (disk_full) until space "
+                "is freed", free / _MB, self.dir, disk.min_free_mb, disk.on_full,
+            )  # fmt: skip
+            if self._writer is not None:
+                self.close()
+        self._recording = decision.record
+        self.stats.recording = decision.record
+        return decision.record
+
+
+class Recorder:
+    """The daemon as one async context manager; see the module docstring.
+
+    ``async with Recorder(cfg) as rec: await rec.wait()`` records until
+    :meth:`stop` is called (or a task fails); leaving the block shuts down in
+    order and finalizes the current segment.
+    """
+
+    def __init__(
+        self,
+        config: VehicleConfig,
+        *,
+        stats: RecorderStats | None = None,
+        notifier: Notifier | None = None,
+        queue_size: int = 10_000,
+        write_queue_size: int = 256,
+        tick_s: float | None = None,
+        status_period_s: float = 5.0,
+        ready_timeout_s: float = 5.0,
+        shutdown_timeout_s: float = 20.0,
+    ) -> None:
+        self.config = config
+        self.stats = stats or RecorderStats(vehicle=config.vehicle_id)
+        for s in config.streams:
+            self.stats.add_stream(s.id, s.name)
+        self.notifier = notifier or Notifier()
+        self._queue: asyncio.Queue[IngestFrame | None] = asyncio.Queue(queue_size)
+        self._wq: asyncio.Queue[Window | None] = asyncio.Queue(write_queue_size)
+        self._tick_s = tick_s if tick_s is not None else min(0.05, config.window_ms / 2000)
+        self._status_period_s = status_period_s
+        self._ready_timeout_s = ready_timeout_s
+        self._shutdown_timeout_s = shutdown_timeout_s
+        self.engine: WindowEngine[IngestFrame] = WindowEngine(
+            [s.id for s in config.streams], window_ns=config.window_ns, grace_ns=config.grace_ns
+        )
+        self.zmq_sources: list[ZmqSource] = []
+        self.mqtt: MqttSource | None = None
+        self.sink: SegmentSink | None = None
+        self.exporter: PrometheusExporter | None = None
+        self.ready = asyncio.Event()
+        self._stop = asyncio.Event()
+        self._stop_ingest = asyncio.Event()
+        self._emit_lock = asyncio.Lock()
+        self._tg: asyncio.TaskGroup | None = None
+        self._tasks: dict[str, asyncio.Task[None]] = {}
+        self._executor: ThreadPoolExecutor | None = None
+        self._entered = False
+        self.failed: BaseException | None = None
+
+    # --- public -------------------------------------------------------------
+
+    def stop(self) -> None:
+        """Ask the recorder to stop (idempotent; safe from a signal handler)."""
+        if not self._stop.is_set():
+            _log.info("stop requested")
+        self._stop.set()
+
+    async def wait(self) -> None:
+        """Return once a stop was requested or a task failed."""
+        await self._stop.wait()
+
+    @property
+    def endpoints(self) -> dict[str, str | None]:
+        """ZMQ socket name -> bound endpoint (the real port for ``tcp://*:0``)."""
+        return {z.name: z.endpoint for z in self.zmq_sources}
+
+    async def __aenter__(self) -> Self:
+        if self._entered:
+            raise RuntimeError("a Recorder can be entered only once")
+        self._entered = True
+        cfg = self.config
+        max_payload = round(cfg.max_payload_mb * _MB)
+        self._executor = ThreadPoolExecutor(1, thread_name_prefix="hf-writer")
+        loop = asyncio.get_running_loop()
+        self.sink = await loop.run_in_executor(self._executor, SegmentSink, cfg, self.stats)
+        queue: asyncio.Queue[IngestFrame] = self._queue  # type: ignore[assignment]
+        try:
+            for z in cfg.zmq:
+                streams = [s for s in cfg.streams if s.zmq_socket == z.name]
+                src = ZmqSource(z, streams, self.stats, queue, max_payload)
+                src.open()
+                self.zmq_sources.append(src)
+            if cfg.mqtt is not None:
+                self.mqtt = MqttSource(cfg.mqtt, cfg.streams, self.stats, queue, max_payload)
+            if cfg.metrics.enabled:
+                self.exporter = start_prometheus_exporter(
+                    self.stats, cfg.metrics.port, cfg.metrics.host
+                )
+                _log.info("metrics at %s", self.exporter.url)
+        except BaseException:
+            self._close_resources()
+            raise
+        self._tg = asyncio.TaskGroup()
+        await self._tg.__aenter__()
+        for src in self.zmq_sources:
+            self._spawn(f"zmq-{src.name}", src.run(self._stop_ingest))
+        if self.mqtt is not None:
+            self._spawn("mqtt", self.mqtt.run(self._stop_ingest))
+        self._spawn("pump", self._pump())
+        self._spawn("ticker", self._ticker())
+        self._spawn("writer", self._writer())
+        self._spawn("ready", self._ready())
+        self._spawn("keepalive", self.notifier.keepalive(self._status, self._status_period_s))
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool | None:
+        assert self._tg is not None
+        self._stop.set()
+        self.notifier.stopping("stopping: writing the last windows")
+        orderly = self.failed is None and exc_type is None
+        try:
+            if orderly:
+                try:
+                    async with asyncio.timeout(self._shutdown_timeout_s):
+                        await self._shutdown()
+                except TimeoutError:
+                    _log.error("shutdown took over %.0f s; finalizing what was written",
+                               self._shutdown_timeout_s)  # fmt: skip
+            for task in self._tasks.values():
+                task.cancel()
+            await self._tg.__aexit__(exc_type, exc, tb)
+            return None
+        finally:
+            await self._finish_sink()
+            self._close_resources()
+
+    # --- tasks --------------------------------------------------------------
+
+    def _spawn(self, name: str, coro: Coroutine[Any, Any, None]) -> None:
+        assert self._tg is not None
+        self._tasks[name] = self._tg.create_task(self._guard(name, coro), name=name)
+
+    async def _guard(self, name: str, coro: Coroutine[Any, Any, None]) -> None:
+        try:
+            await coro
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:
+            _log.critical("task %s failed: %r", name, exc)
+            self.failed = exc
+            self._stop.set()
+            raise
+
+    async def _shutdown(self) -> None:
+        self._stop_ingest.set()
+        sources = [t for n, t in self._tasks.items() if n.startswith(("zmq-", "mqtt"))]
+        await asyncio.gather(*sources)
+        await self._queue.put(None)
+        await self._tasks["pump"]
+        await self._tasks["writer"]
+
+    async def _ready(self) -> None:
+        if self.mqtt is not None:
+            try:
+                async with asyncio.timeout(self._ready_timeout_s):
+                    await self.mqtt.connected.wait()
+            except TimeoutError:
+                _log.warning("mqtt not connected after %.0f s; ready anyway, still trying",
+                             self._ready_timeout_s)  # fmt: skip
+        self.ready.set()
+        self.notifier.ready(self._status())
+        _log.info("recording: %s", ", ".join(f"{n} {e}" for n, e in self.endpoints.items())
+                  or "mqtt")  # fmt: skip
+
+    def _status(self) -> str:
+        return self.stats.status_line()
+
+    async def _pump(self) -> None:
+        queue, engine, streams = self._queue, self.engine, self.stats.streams
+        while True:
+            frame = await queue.get()
+            if frame is None:
+                break
+            streams[frame.stream_id].queue_depth -= 1
+            closed = engine.push(frame, time.monotonic_ns())
+            if closed:
+                await self._emit(closed)
+        await self._emit(engine.flush())
+        await self._wq.put(None)
+
+    async def _ticker(self) -> None:
+        while not self._stop_ingest.is_set():
+            await asyncio.sleep(self._tick_s)
+            closed = self.engine.tick(time.monotonic_ns())
+            if closed:
+                await self._emit(closed)
+
+    async def _emit(self, closed: Iterable[Window]) -> None:
+        async with self._emit_lock:  # windows enter the write queue in engine order
+            for w in closed:
+                self._account(w)
+                await self._wq.put(w)
+                self.stats.write_queue_depth = self._wq.qsize()
+
+    def _account(self, w: Window) -> None:
+        st = self.stats
+        st.windows_closed += 1
+        if w.missing:
+            st.incomplete_windows += 1
+        for sid, counters in st.streams.items():
+            counters.late += w.stats.late.get(sid, 0)
+            counters.quarantined += w.stats.quarantined.get(sid, 0)
+            counters.set_stale(sid in w.stale)
+
+    async def _writer(self) -> None:
+        loop = asyncio.get_running_loop()
+        sink, ex = self.sink, self._executor
+        assert sink is not None and ex is not None
+        period = self.config.fsync_interval_s
+        while True:
+            try:
+                async with asyncio.timeout(period):
+                    item = await self._wq.get()
+            except TimeoutError:
+                await loop.run_in_executor(ex, sink.sync)
+                continue
+            self.stats.write_queue_depth = self._wq.qsize()
+            if item is None:
+                break
+            await loop.run_in_executor(ex, sink.write, item)
+        await loop.run_in_executor(ex, sink.close)
+
+    async def _finish_sink(self) -> None:
+        """Finalize whatever segment is still open (after a failure or a timeout)."""
+        if self.sink is None or self._executor is None or self.sink.current is None:
+            return
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(self._executor, self.sink.close)
+
+    def _close_resources(self) -> None:
+        for src in self.zmq_sources:
+            src.close()
+        if self.exporter is not None:
+            self.exporter.close()
+            self.exporter = None
+        if self._executor is not None:
+            self._executor.shutdown(wait=True)
+
+
+async def run_recorder(
+    config: VehicleConfig,
+    seconds: float | None = None,
+    *,
+    on_ready: Callable[[Recorder], None] | None = None,
+) -> int:
+    """Record until SIGTERM/SIGINT (or ``seconds``); returns the process exit code."""
+    loop = asyncio.get_running_loop()
+    async with Recorder(config) as rec:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, rec.stop)
+        if seconds is not None:
+            loop.call_later(seconds, rec.stop)
+        if on_ready is not None:
+            await rec.ready.wait()
+            on_ready(rec)
+        await rec.wait()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.remove_signal_handler(sig)
+    st = rec.stats
+    _log.info("stopped: %d frames received, %d windows, %d segments, %d dropped", st.frames,
+              st.windows_closed, st.segments_written, st.dropped)  # fmt: skip
+    return 0 if rec.failed is None else 1
+
+
+def record_main(config: VehicleConfig, seconds: float | None = None) -> int:
+    """Run :func:`run_recorder` on uvloop when available, else on the default loop."""
+    factory: Callable[[], asyncio.AbstractEventLoop] | None = None
+    try:
+        import uvloop  # noqa: PLC0415 - optional dependency
+
+        factory = uvloop.new_event_loop
+    except ImportError:
+        pass
+    with asyncio.Runner(loop_factory=factory) as runner:
+        return runner.run(run_recorder(config, seconds))

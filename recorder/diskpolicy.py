@@ -1,0 +1,80 @@
+"""The free-space policy: a pure decision plus two thin I/O helpers.
+
+``disk.min_free_mb`` is the floor. When free space falls below it:
+
+- ``stop`` (default): the current segment is finalized and recording stops
+  with a CRITICAL log line and ``hyperframes_recording 0``. The daemon keeps
+  running and keeps draining its sockets (so drivers are not blocked), and
+  counts every frame it cannot write as dropped (reason ``disk_full``). It
+  resumes by itself, in a new segment, once free space is back above the floor
+  plus a 10% margin (an operator freed space). Exiting instead would make
+  systemd's ``Restart=on-failure`` loop on a full disk.
+- ``delete-oldest``: finalized segments of this vehicle are deleted, oldest
+  first, until the floor is met again; ``.tmp`` files, the segment being
+  written and names matching ``disk.protected_glob`` are never deleted. If
+  that is not enough, recording stops as above.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["DiskDecision", "decide", "free_bytes", "RESUME_MARGIN"]
+
+RESUME_MARGIN = 1.1
+"""Recording resumes above ``min_free * RESUME_MARGIN`` (no flapping at the edge)."""
+
+
+@dataclass(frozen=True, slots=True)
+class DiskDecision:
+    """What to do: delete these files (oldest first), and whether recording may go on."""
+
+    delete: tuple[Path, ...] = ()
+    record: bool = True
+
+
+def decide(
+    free: int,
+    min_free: int,
+    policy: str,
+    segments: Sequence[tuple[Path, int]] = (),
+    *,
+    protected_glob: str | None = None,
+    current: Path | None = None,
+    stopped: bool = False,
+) -> DiskDecision:
+    """Decide from ``free`` bytes against the ``min_free`` floor.
+
+    ``segments`` are ``(path, size)`` of finalized segments, oldest first;
+    ``stopped`` says recording is currently stopped (resuming needs the
+    margin). ``policy`` is ``"stop"`` or ``"delete-oldest"``.
+    """
+    if policy not in ("stop", "delete-oldest"):
+        raise ValueError(f"unknown disk policy {policy!r} (stop, delete-oldest)")
+    floor = int(min_free * RESUME_MARGIN) if stopped else min_free
+    if free >= floor:
+        return DiskDecision()
+    if policy == "stop":
+        return DiskDecision(record=False)
+    delete = []
+    gained = free
+    for path, size in segments:
+        if gained >= floor:
+            break
+        if path.name.endswith(".tmp") or (current is not None and path == current):
+            continue
+        if protected_glob and fnmatch.fnmatch(path.name, protected_glob):
+            continue
+        delete.append(path)
+        gained += size
+    return DiskDecision(tuple(delete), record=gained >= floor)
+
+
+def free_bytes(path: str | os.PathLike[str]) -> int:
+    """Bytes available to an unprivileged writer on ``path``'s filesystem."""
+    st = os.statvfs(path)
+    return st.f_bavail * st.f_frsize

@@ -1,0 +1,134 @@
+"""MQTT ingest: one aiomqtt client subscribed to every MQTT stream's topic with its QoS.
+
+The client keeps a persistent session (``clean_session=False`` under the
+configured ``client_id``), so QoS 1/2 frames published while the recorder is
+reconnecting wait at the broker. Connection losses are retried with jittered
+exponential backoff up to ``mqtt.reconnect_max_s``. Frames already received
+are in the daemon's queue and are never lost by a reconnect; on stop the
+client's own queue of received messages is drained before disconnecting.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import ssl
+import time
+from collections.abc import Iterable
+
+import aiomqtt
+
+from recorder.config import MqttConfig, StreamConfig
+from recorder.ingest import Backoff, FrameRouter, IngestFrame
+from recorder.metrics import RecorderStats
+
+__all__ = ["MqttSource"]
+
+_log = logging.getLogger(__name__)
+
+
+def _tls_context(cfg: MqttConfig) -> ssl.SSLContext | None:
+    if cfg.tls is None:
+        return None
+    t = cfg.tls
+    ctx = ssl.create_default_context(cafile=str(t.ca_file) if t.ca_file else None)
+    if t.cert_file is not None and t.key_file is not None:
+        ctx.load_cert_chain(str(t.cert_file), str(t.key_file))
+    return ctx
+
+
+class MqttSource:
+    """Receives frames from an MQTT broker until stopped, reconnecting as needed."""
+
+    def __init__(
+        self,
+        cfg: MqttConfig,
+        streams: Iterable[StreamConfig],
+        stats: RecorderStats,
+        queue: asyncio.Queue[IngestFrame],
+        max_payload: int,
+    ) -> None:
+        self.config = cfg
+        self._streams = [s for s in streams if s.transport == "mqtt"]
+        self.router = FrameRouter(self._streams, stats, max_payload)
+        self._stats = stats
+        self._queue = queue
+        self.connected = asyncio.Event()
+        """Set while connected and subscribed (tests and READY wait on it)."""
+        self.connects = 0
+
+    async def run(self, stopping: asyncio.Event) -> None:
+        """Connect, subscribe and receive until ``stopping`` is set."""
+        cfg = self.config
+        backoff = Backoff(0.2, cfg.reconnect_max_s)
+        while not stopping.is_set():
+            try:
+                await self._session(stopping)
+            except aiomqtt.MqttError as exc:
+                self.connected.clear()
+                delay = backoff.next()
+                _log.warning("mqtt %s:%d: %s; reconnecting in %.1f s", cfg.host, cfg.port, exc,
+                             delay)  # fmt: skip
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stopping.wait(), delay)
+            else:
+                backoff.reset()
+        self.connected.clear()
+
+    async def _session(self, stopping: asyncio.Event) -> None:
+        cfg = self.config
+        async with aiomqtt.Client(
+            cfg.host,
+            cfg.port,
+            username=cfg.username,
+            password=cfg.read_password(),
+            identifier=cfg.client_id,
+            clean_session=False,
+            keepalive=cfg.keepalive_s,
+            tls_context=_tls_context(cfg),
+            timeout=10,
+        ) as client:
+            for s in self._streams:
+                await client.subscribe(s.topic, qos=s.qos if s.qos is not None else 1)
+            self.connects += 1
+            self.connected.set()
+            _log.info("mqtt %s:%d: connected, %d topics subscribed", cfg.host, cfg.port,
+                      len(self._streams))  # fmt: skip
+            consume = asyncio.create_task(self._consume(client), name="mqtt-consume")
+            stop = asyncio.create_task(stopping.wait(), name="mqtt-stop-wait")
+            try:
+                await asyncio.wait({consume, stop}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                stop.cancel()
+                if not consume.done():
+                    consume.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await consume
+            if not stopping.is_set():
+                consume.result()  # raises the MqttError that ended the session
+                return
+            # Stopping: take what the client already received, then disconnect.
+            for _ in range(len(client.messages)):
+                msg = await anext(client.messages)
+                await self._handle(msg)
+
+    async def _consume(self, client: aiomqtt.Client) -> None:
+        async for msg in client.messages:
+            await self._handle(msg)
+
+    async def _handle(self, msg: aiomqtt.Message) -> None:
+        frame = self.router.mqtt(msg.topic.value, msg.payload, time.time_ns())
+        if frame is None:
+            return
+        self._stats.streams[frame.stream_id].queue_depth += 1
+        try:
+            await self._queue.put(frame)
+        except asyncio.CancelledError:
+            # Cancelled while the queue was full: keep the frame if there is room now.
+            try:
+                self._queue.put_nowait(frame)
+            except asyncio.QueueFull:
+                self._stats.streams[frame.stream_id].queue_depth -= 1
+                self._stats.streams[frame.stream_id].record_drop("shutdown")
+            raise

@@ -1,0 +1,122 @@
+"""Segment files: names, sequence numbers and when to rotate. Pure, no I/O but one listing.
+
+A recording is a series of segment files in ``output_dir``, named
+
+    {vehicle}_{YYYYmmddTHHMMSS}Z_{seq:06d}.hf
+
+with the UTC start of the segment's first window and a sequence number that
+keeps growing across daemon restarts. Names sort by time (same vehicle), and
+the sequence number breaks ties and reveals a missing segment. While being
+written a segment is ``NAME.hf.tmp`` (see :mod:`hyperframes.writer`).
+
+Rotation happens only between windows: before a window is written the daemon
+asks :meth:`RotationPolicy.should_rotate`. By duration, segments sit on the
+global grid of ``segment_ns`` (a 60 s segment covers ``[k*60 s, (k+1)*60 s)``
+of sensor time, so the first one after start is shorter); by size, a segment
+is closed once its file has reached ``max_bytes``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+__all__ = [
+    "SUFFIX",
+    "SegmentName",
+    "segment_name",
+    "parse_segment_name",
+    "next_sequence",
+    "list_segments",
+    "RotationPolicy",
+]
+
+SUFFIX: Final = ".hf"
+_TMP: Final = ".tmp"
+_NAME_RE = re.compile(
+    r"^(?P<vehicle>.+)_(?P<stamp>\d{8}T\d{6})Z_(?P<seq>\d{6,})\.hf(?P<tmp>\.tmp)?$"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentName:
+    """The parts of a segment file name."""
+
+    vehicle: str
+    start: dt.datetime  # UTC, whole seconds
+    seq: int
+    tmp: bool = False
+
+
+def segment_name(vehicle: str, start_ns: int, seq: int) -> str:
+    """The file name of segment ``seq`` of ``vehicle`` whose data starts at ``start_ns``."""
+    if seq < 0:
+        raise ValueError(f"segment seq must be >= 0, got {seq}")
+    start = dt.datetime.fromtimestamp(max(0, start_ns) // 1_000_000_000, dt.UTC)
+    return f"{vehicle}_{start:%Y%m%dT%H%M%S}Z_{seq:06d}{SUFFIX}"
+
+
+def parse_segment_name(name: str) -> SegmentName | None:
+    """The parts of ``name``, or ``None`` when it is not a segment file name."""
+    m = _NAME_RE.match(name)
+    if m is None:
+        return None
+    start = dt.datetime.strptime(m["stamp"], "%Y%m%dT%H%M%S").replace(tzinfo=dt.UTC)
+    return SegmentName(m["vehicle"], start, int(m["seq"]), m["tmp"] is not None)
+
+
+def next_sequence(names: Iterable[str], vehicle: str) -> int:
+    """The sequence number after the highest one of ``vehicle`` in ``names`` (0 if none).
+
+    ``.tmp`` files count too: a crashed segment's number is never reused.
+    """
+    seqs = [p.seq for p in map(parse_segment_name, names) if p is not None and p.vehicle == vehicle]
+    return max(seqs) + 1 if seqs else 0
+
+
+def list_segments(directory: str | os.PathLike[str], vehicle: str) -> list[Path]:
+    """Finalized segments of ``vehicle`` in ``directory``, oldest first (by seq)."""
+    found = []
+    with os.scandir(directory) as it:
+        for entry in it:
+            p = parse_segment_name(entry.name)
+            if p is not None and p.vehicle == vehicle and not p.tmp and entry.is_file():
+                found.append((p.seq, Path(entry.path)))
+    return [path for _, path in sorted(found)]
+
+
+@dataclass(frozen=True, slots=True)
+class RotationPolicy:
+    """When to start a new segment: by data time (``segment_ns``) and/or file size."""
+
+    segment_ns: int | None = 60_000_000_000
+    max_bytes: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.segment_ns is None and self.max_bytes is None:
+            raise ValueError("rotation needs segment_ns, max_bytes or both")
+        if self.segment_ns is not None and self.segment_ns <= 0:
+            raise ValueError(f"segment_ns must be > 0, got {self.segment_ns}")
+        if self.max_bytes is not None and self.max_bytes <= 0:
+            raise ValueError(f"max_bytes must be > 0, got {self.max_bytes}")
+
+    def slot(self, start_ns: int) -> int | None:
+        """The duration slot of a window starting at ``start_ns`` (``None``: size only)."""
+        return None if self.segment_ns is None else start_ns // self.segment_ns
+
+    def should_rotate(self, first_start_ns: int, window_start_ns: int, bytes_written: int) -> bool:
+        """Whether the window starting at ``window_start_ns`` goes into a new segment.
+
+        ``first_start_ns`` is the start of the current segment's first window
+        and ``bytes_written`` its file size so far.
+        """
+        if self.max_bytes is not None and bytes_written >= self.max_bytes:
+            return True
+        return self.segment_ns is not None and self.slot(window_start_ns) != self.slot(
+            first_start_ns
+        )
