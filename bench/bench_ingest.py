@@ -1,0 +1,373 @@
+"""Sustained ingest benchmark of the recorder (run by hand, not in CI).
+
+    python bench/bench_ingest.py                       # ZMQ and MQTT, 10 s per scale
+    python bench/bench_ingest.py --transport zmq --seconds 20 --scales 1,2,4,6,8,10
+
+What it does, per transport variant of ``configs/vehicle-example.yaml`` (the
+``vehicle`` profile: 6 cameras 1600x900 JPEG at 30 Hz, a 120k-point lidar at
+10 Hz, an IMU at 200 Hz; ~94 MB/s at 1x), rewritten to free loopback
+endpoints, a temporary ``output_dir`` and no TLS/credentials:
+
+- ``zmq``: every stream over ZMQ PUSH/PULL; ``mqtt``: every stream over MQTT
+  (QoS 1) through a Mosquitto broker started here; ``mixed``: the config's
+  own split (cameras and lidar on ZMQ, IMU on MQTT).
+- For each rate scale (1, 2, 4, 6, 8...): start ``hyperframes record --config
+  TMP.yaml`` as a subprocess, wait for its ``READY=1`` (sd_notify on a socket
+  of ours), run the simulator (:func:`recorder.sim.simulate`, in this
+  process) for ``--seconds`` of sensor time, stop the recorder with SIGTERM,
+  count the frames in the finalized files against the frames sent. A scale
+  passes when every frame sent is in the files and the simulator kept up
+  (achieved >= 90% of the requested rate; PUSH/PULL back-pressure slows the
+  sender instead of dropping, so falling behind is how overload shows).
+- The recorder's CPU (utime + stime from /proc/PID/stat) over the sending
+  period, as % of one core.
+- End-to-end throughput against a bare receive-and-write loop (a PULL socket,
+  or an MQTT subscriber, appending payloads to a file, fsync at the end) fed
+  by the same simulator at full speed: bytes sent / (time from the first frame
+  to the receiver's exit after SIGTERM), recorder vs. bare loop.
+
+Targets (the recorder issue, 2-core edge box): >= 4x real time with zero drops
+over ZMQ, <= 50% of one core at 1x.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import math
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))
+
+from hyperframes.reader import HyperframeReader  # noqa: E402
+from recorder.config import VehicleConfig, load_config  # noqa: E402
+from recorder.sim import payload_source, simulate  # noqa: E402
+
+CONFIG = ROOT / "configs" / "vehicle-example.yaml"
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+# --- configs ---------------------------------------------------------------------
+
+
+def bench_config(variant: str, workdir: Path, mqtt_port: int | None) -> Path:
+    """The vehicle example rewritten for loopback; returns the path of the YAML."""
+    doc: dict[str, Any] = yaml.safe_load(CONFIG.read_text())
+    out = workdir / "out"
+    doc["output_dir"] = str(out)
+    doc["vehicle_id"] = f"bench-{variant}"
+    doc["metrics"] = {"enabled": False}
+    doc["disk"] = {"min_free_mb": 256, "on_full": "stop"}
+    doc["zmq"] = {"endpoint": f"tcp://127.0.0.1:{free_port()}", "socket": "pull", "bind": True}
+    if variant == "zmq":
+        doc.pop("mqtt", None)
+    else:
+        assert mqtt_port is not None
+        doc["mqtt"] = {"host": "127.0.0.1", "port": mqtt_port}
+    for s in doc["streams"]:
+        if variant == "zmq":
+            s["transport"] = "zmq"
+            s.pop("qos", None)
+        elif variant == "mqtt":
+            s["transport"] = "mqtt"
+            s["qos"] = 1
+            s["topic"] = f"vehicle/bench/{s['name']}"
+    if variant == "mqtt":
+        doc.pop("zmq")
+    path = workdir / f"vehicle-{variant}.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path
+
+
+# --- processes -------------------------------------------------------------------
+
+
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of a process (all its threads), in seconds."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+class NotifySocket:
+    """A NOTIFY_SOCKET of our own, to learn when the recorder is READY=1."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.path = workdir / "notify.sock"
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.sock.bind(str(self.path))
+
+    def wait_ready(self, proc: subprocess.Popen[bytes], timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        self.sock.settimeout(0.2)
+        while time.monotonic() < deadline and proc.poll() is None:
+            with contextlib.suppress(TimeoutError):
+                if b"READY=1" in self.sock.recv(4096).split(b"\n"):
+                    return True
+        return False
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def stop_process(proc: subprocess.Popen[bytes], timeout: float = 60.0) -> tuple[float, float]:
+    """SIGTERM and reap; returns (monotonic exit time, CPU seconds of its whole life)."""
+    proc.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while True:
+        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+        if pid:
+            proc.returncode = os.waitstatus_to_exitcode(status)
+            return time.monotonic(), usage.ru_utime + usage.ru_stime
+        if time.monotonic() > deadline:
+            proc.kill()
+        time.sleep(0.01)
+
+
+BARE_LOOP = r"""
+import os, signal, sys, time
+out = open(sys.argv[3], "wb")
+stop = []
+signal.signal(signal.SIGTERM, lambda *a: stop.append(1))
+n = 0
+if sys.argv[1] == "zmq":
+    import zmq
+    ctx = zmq.Context()
+    s = ctx.socket(zmq.PULL)
+    s.setsockopt(zmq.RCVHWM, 10000)
+    s.bind(sys.argv[2])
+    print("READY", flush=True)
+    while True:
+        if s.poll(100):
+            parts = s.recv_multipart(copy=False)
+            out.write(parts[2].buffer)
+            n += 1
+        elif stop:
+            break
+else:
+    import asyncio, aiomqtt
+    host, port = sys.argv[2].rsplit(":", 1)
+    async def main():
+        global n
+        async with aiomqtt.Client(host, int(port), identifier="bench-bare") as c:
+            await c.subscribe("vehicle/#", qos=1)
+            print("READY", flush=True)
+            it = c.messages.__aiter__()
+            while True:
+                try:
+                    msg = await asyncio.wait_for(it.__anext__(), 0.1)
+                except asyncio.TimeoutError:
+                    if stop:
+                        return
+                    continue
+                out.write(msg.payload[40:])
+                n += 1
+    asyncio.run(main())
+out.flush()
+os.fsync(out.fileno())
+print(n, flush=True)
+"""
+
+
+# --- runs ------------------------------------------------------------------------
+
+
+@dataclass
+class Run:
+    scale: float
+    sent: dict[str, int]
+    found: dict[str, int]
+    target_s: float
+    elapsed_s: float
+    cpu_pct: float
+    e2e_s: float
+    bytes_sent: int
+    recorder_log: str = ""
+    leftovers: list[str] = field(default_factory=list)
+
+    @property
+    def missing(self) -> int:
+        return sum(max(0, self.sent[k] - self.found.get(k, 0)) for k in self.sent)
+
+    @property
+    def achieved(self) -> float:
+        """Real-time multiple end to end: sensor seconds / (first frame .. recorder exit)."""
+        return self.scale * self.target_s / self.e2e_s if self.e2e_s else 0.0
+
+    @property
+    def kept_up(self) -> bool:
+        # the recorder finished within 10% of the run plus 1 s for drain and finalize
+        return math.isinf(self.scale) or self.e2e_s <= self.target_s / 0.9 + 1.0
+
+    @property
+    def ok(self) -> bool:
+        return self.missing == 0 and self.kept_up and not self.leftovers
+
+
+def count_frames(config: VehicleConfig) -> tuple[dict[str, int], list[str]]:
+    names = {s.id: s.name for s in config.streams}
+    counts: Counter[str] = Counter()
+    out = config.output_dir
+    for path in sorted(out.glob("*.hf")):
+        with HyperframeReader(path) as r:
+            ids, n = __import__("numpy").unique(r.index["stream_id"], return_counts=True)
+            for sid, c in zip(ids.tolist(), n.tolist(), strict=True):
+                counts[names.get(sid, f"id{sid}")] += c
+    return dict(counts), [p.name for p in out.glob("*.tmp")]
+
+
+async def run_recorder_once(config_path: Path, seconds: float, scale: float, workdir: Path) -> Run:
+    config = load_config(config_path)
+    shutil.rmtree(config.output_dir, ignore_errors=True)
+    config.output_dir.mkdir(parents=True)
+    notify = NotifySocket(workdir)
+    env = {**os.environ, "NOTIFY_SOCKET": str(notify.path)}
+    log_path = workdir / f"recorder-{scale:g}.log"
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "hyperframes.cli", "record", "--config", str(config_path),
+             "--log-level", "WARNING"],
+            stdout=log, stderr=subprocess.STDOUT, env=env, cwd=workdir,
+        )  # fmt: skip
+    try:
+        if not notify.wait_ready(proc, 30):
+            raise RuntimeError(
+                f"recorder not ready (exit {proc.poll()}): {log_path.read_text()[-3000:]}"
+            )
+        cpu0, t0 = cpu_seconds(proc.pid), time.monotonic()
+        result = await simulate(config, seconds, scale)
+        t_exit, cpu_total = stop_process(proc)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        notify.close()
+        notify.path.unlink(missing_ok=True)
+    found, leftovers = count_frames(config)
+    return Run(
+        scale, result.sent, found, seconds / scale, result.elapsed_s,
+        100.0 * (cpu_total - cpu0) / (t_exit - t0), t_exit - t0, result.total_bytes,
+        log_path.read_text()[-2000:], leftovers,
+    )  # fmt: skip
+
+
+async def run_bare_once(
+    config_path: Path, seconds: float, variant: str, workdir: Path, mqtt_port: int | None
+) -> tuple[float, int, int]:
+    """Full-speed sim into the bare loop; returns (seconds end to end, bytes, frames)."""
+    config = load_config(config_path)
+    mode = "mqtt" if variant == "mqtt" else "zmq"  # mixed: the bulk goes over ZMQ
+    where = config.zmq[0].endpoint if mode == "zmq" else f"127.0.0.1:{mqtt_port}"
+    sink = workdir / "bare.bin"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", BARE_LOOP, mode, where, str(sink)],
+        stdout=subprocess.PIPE, cwd=workdir,
+    )  # fmt: skip
+    assert proc.stdout is not None
+    if proc.stdout.readline().strip() != b"READY":
+        raise RuntimeError("bare loop did not start")
+    t0 = time.monotonic()
+    result = await simulate(config, seconds, math.inf)
+    t_exit, _ = stop_process(proc)
+    received = int(proc.stdout.read().strip() or 0)
+    sink.unlink(missing_ok=True)
+    return t_exit - t0, result.total_bytes, received
+
+
+def warm_payloads(config_path: Path) -> None:
+    for s in load_config(config_path).streams:
+        payload_source(s.info, 0)
+
+
+async def bench_variant(args: argparse.Namespace, variant: str) -> None:
+    with contextlib.ExitStack() as stack:
+        workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="hf-bench-")))
+        mqtt_port = None
+        if variant != "zmq":
+            from mqtt_broker import mosquitto
+
+            mqtt_port = stack.enter_context(mosquitto(workdir / "broker"))
+        config_path = bench_config(variant, workdir, mqtt_port)
+        print(f"\n== {variant}: {config_path.name}, {args.seconds:g} s of sensor time per scale")
+        warm_payloads(config_path)
+
+        bare_s, bare_bytes, bare_frames = await run_bare_once(
+            config_path, args.seconds, variant, workdir, mqtt_port
+        )
+        bare_mbps = bare_bytes / 1e6 / bare_s
+        print(f"bare receive-and-write loop: {bare_frames} frames, {bare_bytes / 1e6:.0f} MB "
+              f"in {bare_s:.2f} s = {bare_mbps:.0f} MB/s "
+              f"({args.seconds / bare_s:.1f}x real time)")  # fmt: skip
+        max_run = await run_recorder_once(config_path, args.seconds, math.inf, workdir)
+        rec_mbps = max_run.bytes_sent / 1e6 / max_run.e2e_s
+        print(f"recorder at full speed: {rec_mbps:.0f} MB/s end to end "
+              f"({args.seconds / max_run.e2e_s:.1f}x real time), missing {max_run.missing}; "
+              f"ratio to the bare loop: {rec_mbps / bare_mbps:.2f}")  # fmt: skip
+
+        if max_run.missing:
+            print(f"  missing at full speed: {max_run.missing} of {sum(max_run.sent.values())}")
+        print(
+            f"{'scale':>6} {'send':>7} {'e2e':>7} {'sent':>7} {'missing':>8} {'cpu %':>7}  result"
+        )
+        best = 0.0
+        for scale in args.scales:
+            run = await run_recorder_once(config_path, args.seconds, scale, workdir)
+            verdict = "ok" if run.ok else "DROPS" if run.missing else "behind"
+            verdict = "leftover .tmp" if run.leftovers else verdict
+            send_x = run.target_s * scale / run.elapsed_s
+            print(f"{scale:>6g} {send_x:>6.2f}x {run.achieved:>6.2f}x {sum(run.sent.values()):>7} "
+                  f"{run.missing:>8} {run.cpu_pct:>7.1f}  {verdict}", flush=True)  # fmt: skip
+            if run.missing:
+                short = {k: v - run.found.get(k, 0) for k, v in run.sent.items()
+                         if v != run.found.get(k, 0)}  # fmt: skip
+                print(f"        missing per stream: {short}\n        recorder log tail: "
+                      f"{run.recorder_log[-600:]}")  # fmt: skip
+            if run.ok:
+                best = max(best, scale)
+            elif not args.all:
+                break
+        print(f"{variant}: highest rate with zero drops, keeping up: {best:g}x real time")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--transport", choices=["zmq", "mqtt", "mixed", "both", "all"],
+                    default="both", help="both = zmq and mqtt")  # fmt: skip
+    ap.add_argument("--seconds", type=float, default=10.0, help="sensor seconds per scale")
+    ap.add_argument("--scales", default="1,2,4,6,8",
+                    type=lambda s: [float(x) for x in s.split(",")])  # fmt: skip
+    ap.add_argument("--all", action="store_true", help="keep going after a failing scale")
+    args = ap.parse_args()
+    variants = {"both": ["zmq", "mqtt"], "all": ["zmq", "mqtt", "mixed"]}.get(
+        args.transport, [args.transport]
+    )
+    print(f"host: {os.cpu_count()} CPUs; config {CONFIG.relative_to(ROOT)}")
+    for variant in variants:
+        asyncio.run(bench_variant(args, variant))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
