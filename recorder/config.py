@@ -43,15 +43,30 @@ __all__ = [
     "MqttConfig",
     "StreamConfig",
     "VehicleConfig",
-    "DEFAULT_LZ4HC_LEVEL",
+    "DEFAULT_ARRAY_CODEC",
     "load_config",
     "parse_config",
     "check_config_main",
 ]
 
-#: LZ4HC level for array streams with ``codec: auto``. Measured: LZ4HC-9 on a
-#: 1.9 MB lidar sweep ~25 MB/s per core, LZ4HC-3 ~69 MB/s at a similar ratio.
-DEFAULT_LZ4HC_LEVEL: Final = 3
+#: Codec for array streams with ``codec: auto`` (byte shuffle is added for
+#: multi-byte dtypes). Measured on this project's 2-core box on a 1.9 MB
+#: synthetic lidar sweep after byte shuffle (``bench``-style median of 5):
+#:
+#: ============  ========  =======  =====
+#: codec         ms/sweep  MB/s     ratio
+#: ============  ========  =======  =====
+#: lz4            0.8      2366     1.285
+#: lz4hc:1       35.0        55     1.295
+#: lz4hc:3       47.6        40     1.298
+#: lz4hc:9       92.1        21     1.307
+#: ============  ========  =======  =====
+#:
+#: Every LZ4HC level costs 35-90% of a core for one 10 Hz lidar for under 2%
+#: smaller files, which breaks the "most of the box free at 1x" budget; after
+#: the shuffle, plain LZ4 gets nearly all of the gain. So ``auto`` is LZ4 and
+#: LZ4HC stays one line of config away (``codec: lz4hc:3``).
+DEFAULT_ARRAY_CODEC: Final = "lz4"
 _MB: Final = 1024 * 1024
 _VEHICLE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _ZMQ_ENDPOINT_RE = re.compile(r"^(tcp|ipc|inproc|pgm|epgm|ws|wss)://.+$")
@@ -509,7 +524,7 @@ def _codec(s: _Section, encoding: str, dtype: str | None) -> CodecSpec:
         )
     itemsize = np.dtype(dtype).itemsize if dtype else 1
     if text == "auto":
-        text = "none" if encoding in PRECOMPRESSED_ENCODINGS else f"lz4hc:{DEFAULT_LZ4HC_LEVEL}"
+        text = "none" if encoding in PRECOMPRESSED_ENCODINGS else DEFAULT_ARRAY_CODEC
     shuffle = (itemsize > 1 and text != "none") if shuffle_opt == "auto" else bool(shuffle_opt)
     try:
         spec = CodecSpec.parse(text, shuffle)
