@@ -26,6 +26,7 @@ import numpy as np
 import zstandard
 
 from hyperframes._crc import BytesLike
+from hyperframes._io import aligned_empty
 from hyperframes.layout import CODEC_MASK, CODEC_SHIFT, FrameFlags
 
 __all__ = [
@@ -108,24 +109,35 @@ def codec_of(flags: int) -> int:
     return (flags & CODEC_MASK) >> CODEC_SHIFT
 
 
-def shuffle(data: BytesLike, itemsize: int) -> bytes:
+def shuffle(data: BytesLike, itemsize: int) -> memoryview:
     """Byte-transpose ``data`` viewed as items of ``itemsize`` bytes."""
     buf = np.frombuffer(data, dtype=np.uint8)
     n = buf.size // itemsize
     if itemsize <= 1 or n == 0:
-        return buf.tobytes()
-    body = buf[: n * itemsize].reshape(n, itemsize).T.tobytes()
-    return body + buf[n * itemsize :].tobytes()
+        return memoryview(data).cast("B")
+    out = np.empty(buf.size, dtype=np.uint8)
+    src = buf[: n * itemsize].reshape(n, itemsize)
+    dst = out[: n * itemsize].reshape(itemsize, n)
+    for k in range(itemsize):  # one strided column at a time beats a full transpose
+        dst[k] = src[:, k]
+    out[n * itemsize :] = buf[n * itemsize :]
+    return out.data
 
 
-def unshuffle(data: BytesLike, itemsize: int) -> bytes:
-    """Inverse of :func:`shuffle`."""
+def unshuffle(data: BytesLike, itemsize: int) -> np.ndarray:
+    """Inverse of :func:`shuffle`; returns a fresh 64-byte-aligned uint8 array."""
     buf = np.frombuffer(data, dtype=np.uint8)
+    out = aligned_empty(buf.size)
     n = buf.size // itemsize
     if itemsize <= 1 or n == 0:
-        return buf.tobytes()
-    body = buf[: n * itemsize].reshape(itemsize, n).T.tobytes()
-    return body + buf[n * itemsize :].tobytes()
+        out[:] = buf
+        return out
+    src = buf[: n * itemsize].reshape(itemsize, n)
+    dst = out[: n * itemsize].reshape(n, itemsize)
+    for k in range(itemsize):
+        dst[:, k] = src[k]
+    out[n * itemsize :] = buf[n * itemsize :]
+    return out
 
 
 # zstd (de)compressor objects are not safe to share between threads: one per thread.
@@ -149,16 +161,16 @@ def _zstd_decompressor() -> zstandard.ZstdDecompressor:
     return dec
 
 
-def encode_frame(payload: BytesLike, spec: CodecSpec, itemsize: int = 1) -> tuple[bytes, int]:
+def encode_frame(payload: BytesLike, spec: CodecSpec, itemsize: int = 1) -> tuple[BytesLike, int]:
     """Compress one payload; returns (stored bytes, index flag bits for codec and shuffle).
 
     Falls back to storing the payload raw (codec ``none``, no shuffle) when
-    compression does not make it smaller. Thread-safe; releases the GIL in
-    the compressors.
+    compression does not make it smaller (then the result is a view of
+    ``payload``, not a copy). Thread-safe; releases the GIL in the compressors.
     """
     raw = memoryview(payload).cast("B")
     if spec.codec_id == CODEC_NONE:
-        return bytes(raw), 0
+        return raw, 0
     data: BytesLike = shuffle(raw, itemsize) if spec.shuffle and itemsize > 1 else raw
     if spec.codec_id == CODEC_LZ4:
         if spec.name == "lz4hc":
@@ -170,14 +182,16 @@ def encode_frame(payload: BytesLike, spec: CodecSpec, itemsize: int = 1) -> tupl
     else:
         out = _zstd_compressor(spec.level or 3).compress(data)
     if len(out) >= raw.nbytes:
-        return bytes(raw), 0
+        return raw, 0
     flags = spec.codec_id << CODEC_SHIFT
     if spec.shuffle and itemsize > 1:
         flags |= FrameFlags.SHUFFLED
     return out, flags
 
 
-def decode_frame(stored: BytesLike, flags: int, itemsize: int, max_size: int) -> BytesLike:
+def decode_frame(
+    stored: BytesLike, flags: int, itemsize: int, max_size: int
+) -> BytesLike | np.ndarray:
     """Decompress one stored payload by its index flags.
 
     ``max_size`` bounds the decoded size: a size field claiming more raises
@@ -213,5 +227,5 @@ def decode_frame(stored: BytesLike, flags: int, itemsize: int, max_size: int) ->
     else:
         raise CodecError(f"unknown codec id {codec}")
     if flags & FrameFlags.SHUFFLED:
-        out = unshuffle(out, itemsize)
+        return unshuffle(out, itemsize)
     return out

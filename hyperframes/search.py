@@ -35,16 +35,16 @@ def find(ts: np.ndarray, t: int, mode: Literal["nearest", "before", "after"]) ->
     if mode == "before":
         if t < 0:
             return None
-        i = int(np.searchsorted(ts, _clamp(t), "right")) - 1
+        i = int(ts.searchsorted(_clamp(t), "right")) - 1
         return i if i >= 0 else None
     if mode == "after":
         if t > _U64_MAX:
             return None
-        i = int(np.searchsorted(ts, _clamp(t), "left"))
+        i = int(ts.searchsorted(_clamp(t), "left"))
         return i if i < n else None
     if mode != "nearest":
         raise ValueError(f"mode must be 'nearest', 'before' or 'after', got {mode!r}")
-    i = int(np.searchsorted(ts, _clamp(t), "left"))
+    i = int(ts.searchsorted(_clamp(t), "left"))
     if i == 0:
         return 0
     if i == n:
@@ -56,8 +56,8 @@ def range_between(ts: np.ndarray, start: int, end: int) -> tuple[int, int]:
     """Half-open position range of timestamps with ``start <= t <= end``."""
     if end < start or end < 0:
         return 0, 0
-    a = int(np.searchsorted(ts, _clamp(start), "left"))
-    b = int(np.searchsorted(ts, _clamp(end), "right"))
+    a = int(ts.searchsorted(_clamp(start), "left"))
+    b = int(ts.searchsorted(_clamp(end), "right"))
     return a, max(a, b)
 
 
@@ -65,6 +65,6 @@ def window_between(ts: np.ndarray, start_exclusive: int, end_inclusive: int) -> 
     """Half-open position range of timestamps with ``start < t <= end`` (one window)."""
     if end_inclusive < 0:
         return 0, 0
-    a = 0 if start_exclusive < 0 else int(np.searchsorted(ts, _clamp(start_exclusive), "right"))
-    b = int(np.searchsorted(ts, _clamp(end_inclusive), "right"))
+    a = 0 if start_exclusive < 0 else int(ts.searchsorted(_clamp(start_exclusive), "right"))
+    b = int(ts.searchsorted(_clamp(end_inclusive), "right"))
     return a, max(a, b)

@@ -6,6 +6,7 @@ convert to and from plain dicts and validate what they are given.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from dataclasses import dataclass, field
@@ -65,6 +66,14 @@ KNOWN_ENCODINGS: dict[str, tuple[str | None, tuple[int, ...] | None]] = {
     "json": (None, None),
 }
 
+_KINDS = frozenset(k.value for k in SensorKind)
+
+
+@functools.lru_cache(maxsize=256)
+def _itemsize(dtype: str) -> int:
+    return np.dtype(dtype).itemsize
+
+
 _NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_./-]{0,127}$")
 
 
@@ -78,11 +87,11 @@ class StreamInfo:
 
     id: int
     name: str
-    kind: SensorKind = SensorKind.OTHER
+    kind: SensorKind | str = SensorKind.OTHER  # a str is converted on construction
     encoding: str = "bytes"
     dtype: str | None = None
     shape: tuple[int, ...] | None = None
-    timestamp_source: TimestampSource = TimestampSource.HARDWARE
+    timestamp_source: TimestampSource | str = TimestampSource.HARDWARE
     rate_hz: float | None = None
     codec: str | None = None
     level: int | None = None
@@ -97,8 +106,10 @@ class StreamInfo:
                 f"stream {self.id}: name {self.name!r} must be 1-128 characters of "
                 "letters, digits, '_', '.', '/', '-'"
             )
-        object.__setattr__(self, "kind", SensorKind(self.kind))
-        object.__setattr__(self, "timestamp_source", TimestampSource(self.timestamp_source))
+        if not isinstance(self.kind, SensorKind):
+            object.__setattr__(self, "kind", SensorKind(self.kind))
+        if not isinstance(self.timestamp_source, TimestampSource):
+            object.__setattr__(self, "timestamp_source", TimestampSource(self.timestamp_source))
         default_dtype, default_shape = KNOWN_ENCODINGS.get(self.encoding, (None, None))
         if self.dtype is None and default_dtype is not None:
             object.__setattr__(self, "dtype", default_dtype)
@@ -106,8 +117,8 @@ class StreamInfo:
             object.__setattr__(self, "shape", default_shape)
         if self.dtype is not None:
             try:
-                np.dtype(self.dtype)
-            except TypeError as exc:
+                _itemsize(self.dtype)
+            except (TypeError, ValueError) as exc:
                 raise ValueError(f"stream {self.id}: invalid dtype {self.dtype!r}") from exc
         if self.shape is not None:
             shape = tuple(int(s) for s in self.shape)
@@ -137,7 +148,7 @@ class StreamInfo:
     @property
     def itemsize(self) -> int:
         """Bytes per array element (the byte-shuffle width); 1 without a dtype."""
-        return np.dtype(self.dtype).itemsize if self.dtype is not None else 1
+        return _itemsize(self.dtype) if self.dtype is not None else 1
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready dict."""
@@ -160,10 +171,12 @@ class StreamInfo:
     def from_dict(cls, d: dict[str, Any]) -> StreamInfo:
         """Inverse of :meth:`to_dict`; unknown keys are ignored (newer writers)."""
         shape = d.get("shape")
+        kind = d.get("kind", "other")
         return cls(
             id=d["id"],
             name=d["name"],
-            kind=SensorKind(d.get("kind", "other")),
+            # a sensor kind from a newer writer is still readable: treat it as "other"
+            kind=SensorKind(kind) if kind in _KINDS else SensorKind.OTHER,
             encoding=d.get("encoding", "bytes"),
             dtype=d.get("dtype"),
             shape=tuple(shape) if shape is not None else None,

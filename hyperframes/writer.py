@@ -100,10 +100,10 @@ class _Pending:
     receive_ns: int
     duration_ns: int
     raw_size: int
-    future: Future[tuple[bytes, int, int]]
+    future: Future[tuple[BytesLike, int, int]]
 
 
-def _encode(payload: memoryview, spec: CodecSpec, itemsize: int) -> tuple[bytes, int, int]:
+def _encode(payload: memoryview, spec: CodecSpec, itemsize: int) -> tuple[BytesLike, int, int]:
     stored, codec_flags = encode_frame(payload, spec, itemsize)
     return stored, codec_flags, crc32c(stored)
 
@@ -165,6 +165,8 @@ class HyperframeWriter:
         self._next_index: dict[int, int] = dict.fromkeys(self.streams, 0)
         self._pending: list[_Pending] = []
         self._pending_window: int | None = None
+        # closed windows whose payloads may still be compressing, oldest first
+        self._queued: list[tuple[int, list[_Pending], tuple[int, ...]]] = []
         self._last_window: int | None = None
         self._entries: list[np.ndarray] = []
         self._aux: list[np.ndarray] = []
@@ -206,9 +208,11 @@ class HyperframeWriter:
         receive_ns: int = 0,
         duration_ns: int = 0,
     ) -> None:
-        """Add one frame; its window is written once a frame of a later window arrives.
+        """Add one frame; its window is closed once a frame of a later window arrives.
 
-        ``flags`` defaults to the stream's timestamp source (HW_TIMESTAMP for
+        A closed window is written while the next one compresses (one window
+        of lag keeps both cores busy). ``payload`` must not change until its
+        window is written. ``flags`` defaults to the stream's timestamp source (HW_TIMESTAMP for
         hardware-stamped streams); pass KEYFRAME for codec keyframes.
         ``stream_index`` defaults to a per-stream counter. A frame of a window
         that was already written lands in the current block, flagged LATE.
@@ -218,7 +222,7 @@ class HyperframeWriter:
         if self._pending_window is None:
             self._pending_window = window
         elif window > self._pending_window:
-            self.flush()
+            self._close_pending(())
             self._pending_window = window
         elif window < self._pending_window:
             flags = (flags if flags is not None else self._hw_default.get(stream_id, 0)) | (
@@ -232,14 +236,15 @@ class HyperframeWriter:
         frames: Iterable[WriteFrame],
         missing: Iterable[int] = (),
     ) -> None:
-        """Write one complete window block now.
+        """Add one complete window; it is written when the next one arrives (or on flush).
 
         ``frames`` may include late frames of earlier windows (flag them LATE)
         and quarantined frames; ``missing`` lists streams that delivered
         nothing in this window. Window ids must increase from call to call.
+        Payloads must not change until the window is written.
         """
         self._check_open()
-        self.flush()
+        self._close_pending(())
         self._pending_window = window_id
         for f in frames:
             self._submit(
@@ -251,16 +256,17 @@ class HyperframeWriter:
                 f.receive_ns,
                 f.duration_ns,
             )
-        self._flush_pending(missing)
+        self._close_pending(missing)
 
     def flush(self) -> None:
-        """Write the window collected by :meth:`append` so far, if any."""
+        """Write every window added so far, including the one :meth:`append` is collecting."""
         self._check_open()
-        self._flush_pending(())
+        self._close_pending(())
+        self._write_queued(keep=0)
 
     def sync(self) -> None:
-        """fsync now: everything written so far survives a power cut."""
-        self._check_open()
+        """Write every window added so far and fsync: it all survives a power cut."""
+        self.flush()
         os.fsync(self._fd)
         self._last_sync = time.monotonic()
 
@@ -273,7 +279,7 @@ class HyperframeWriter:
         """Write index and tables, mark the file finalized, fsync, rename; returns the path."""
         self._check_open()
         try:
-            self._flush_pending(())
+            self.flush()
             entries = np.concatenate(self._entries) if self._entries else np.empty(0, INDEX_DTYPE)
             aux = np.concatenate(self._aux) if self._aux else np.empty(0, AUX_DTYPE)
             windows = np.array(self._windows, dtype=WINDOW_DTYPE)
@@ -301,7 +307,7 @@ class HyperframeWriter:
         """Stop without finalizing: write what is complete, fsync, keep ``NAME.tmp``."""
         if not self._closed:
             try:
-                self._flush_pending(())
+                self.flush()
             finally:
                 self._abort()
         return self.tmp_path
@@ -415,16 +421,30 @@ class HyperframeWriter:
             )
         )
 
-    def _flush_pending(self, missing: Iterable[int]) -> None:
+    def _close_pending(self, missing: Iterable[int]) -> None:
+        """Queue the window being collected; write the one queued before it."""
         window_id = self._pending_window
         pending, self._pending, self._pending_window = self._pending, [], None
         if window_id is None or not pending:
             return
         if self._last_window is not None and window_id <= self._last_window:
+            for p in pending:
+                p.future.cancel()
             raise ValueError(
-                f"{self.path}: window {window_id} written after window {self._last_window}; "
+                f"{self.path}: window {window_id} added after window {self._last_window}; "
                 "window ids must increase"
             )
+        self._last_window = window_id
+        self._queued.append((window_id, pending, tuple(sorted(set(missing)))))
+        self._write_queued(keep=1)
+
+    def _write_queued(self, keep: int) -> None:
+        while len(self._queued) > keep:
+            self._write_block(*self._queued.pop(0))
+
+    def _write_block(
+        self, window_id: int, pending: list[_Pending], missing_ids: tuple[int, ...]
+    ) -> None:
         n = len(pending)
         entries = np.zeros(n, INDEX_DTYPE)
         aux = np.zeros(n, AUX_DTYPE)
@@ -455,7 +475,6 @@ class HyperframeWriter:
             offset += len(stored) + pad
             self.bytes_in += p.raw_size
             self.bytes_stored += len(stored)
-        missing_ids = tuple(sorted(set(missing)))
         if missing_ids:
             block_flags |= WINDOW_FLAG_INCOMPLETE
             self._missing[window_id] = missing_ids
@@ -474,7 +493,6 @@ class HyperframeWriter:
         self._entries.append(entries)
         self._aux.append(aux)
         self._pos = offset
-        self._last_window = window_id
         self.frame_count += n
         if time.monotonic() - self._last_sync >= self.fsync_interval_s:
             self.sync()
@@ -483,7 +501,7 @@ class HyperframeWriter:
         if self._closed:
             return
         self._closed = True
-        for p in self._pending:
+        for p in [*self._pending, *(q for _, ps, _ in self._queued for q in ps)]:
             p.future.cancel()
         self._pool.shutdown(wait=False, cancel_futures=True)
         try:

@@ -273,3 +273,12 @@ def test_reader_is_safe_across_threads(write_file) -> None:
         keys = list(expected)[::3]
         got = list(pool.map(lambda k: r.read(k[0], k[1]).tobytes(), keys))
     assert got == [expected[k] for k in keys]
+
+
+def test_small_frames_held_together_do_not_share_bytes(write_file) -> None:
+    path, frames = write_file()
+    expected = {(sid, t): p for sid, t, p in frames}
+    with HyperframeReader(path) as r:
+        held = [r.frame_at(i) for i in range(r.frame_count)]  # many small frames at once
+        assert all(f.data.ctypes.data % 64 == 0 for f in held)
+        assert {(f.stream_id, f.timestamp_ns): f.tobytes() for f in held} == expected
