@@ -174,6 +174,8 @@ class HyperframeWriter:
         self._missing: dict[int, tuple[int, ...]] = {}
         self.bytes_in = 0
         self.bytes_stored = 0
+        # per stream, of the windows written so far: [frames, raw bytes, stored bytes]
+        self.stream_totals: dict[int, list[int]] = {sid: [0, 0, 0] for sid in self.streams}
         self.frame_count = 0
         self._closed = False
 
@@ -475,6 +477,10 @@ class HyperframeWriter:
             offset += len(stored) + pad
             self.bytes_in += p.raw_size
             self.bytes_stored += len(stored)
+            totals = self.stream_totals[p.stream_id]
+            totals[0] += 1
+            totals[1] += p.raw_size
+            totals[2] += len(stored)
         if missing_ids:
             block_flags |= WINDOW_FLAG_INCOMPLETE
             self._missing[window_id] = missing_ids

@@ -282,3 +282,18 @@ def test_small_frames_held_together_do_not_share_bytes(write_file) -> None:
         held = [r.frame_at(i) for i in range(r.frame_count)]  # many small frames at once
         assert all(f.data.ctypes.data % 64 == 0 for f in held)
         assert {(f.stream_id, f.timestamp_ns): f.tobytes() for f in held} == expected
+
+
+def test_writer_counts_bytes_per_stream(tmp_path: Path) -> None:
+    path = tmp_path / "t.hf"
+    sweep = np.tile(lidar_sweep(0, 50), (10, 1))
+    with HyperframeWriter(path, small_streams(), WINDOW_NS) as w:
+        w.append(0, T0 + 1, b"\xff\xd8" + b"x" * 98)
+        w.append(1, T0 + 2, sweep)
+        w.append(1, T0 + WINDOW_NS + 2, sweep)
+    with HyperframeReader(path) as r:
+        stored = {sid: int(r.index["size"][r.index["stream_id"] == sid].sum()) for sid in (0, 1)}
+    assert w.stream_totals[0] == [1, 100, 100]
+    assert w.stream_totals[1] == [2, 2 * sweep.nbytes, stored[1]]
+    assert stored[1] < sweep.nbytes
+    assert w.stream_totals[2] == [0, 0, 0]
