@@ -122,13 +122,14 @@ class MqttSource:
         if frame is None:
             return
         self._stats.streams[frame.stream_id].queue_depth += 1
+        if not self._queue.full():
+            self._queue.put_nowait(frame)
+            return
         try:
             await self._queue.put(frame)
         except asyncio.CancelledError:
-            # Cancelled while the queue was full: keep the frame if there is room now.
-            try:
-                self._queue.put_nowait(frame)
-            except asyncio.QueueFull:
-                self._stats.streams[frame.stream_id].queue_depth -= 1
-                self._stats.streams[frame.stream_id].record_drop("shutdown")
+            # Cancelled (stopping) while the queue was full. The frame was received
+            # and acknowledged to the broker: keep it. The pump is still emptying the
+            # queue during shutdown (bounded by the shutdown timeout), so wait for room.
+            await asyncio.shield(self._queue.put(frame))
             raise

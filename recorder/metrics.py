@@ -13,7 +13,10 @@ under the GIL.
 
 from __future__ import annotations
 
+import contextlib
 import enum
+import socket
+import threading
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -364,8 +367,21 @@ class PrometheusExporter:
         return f"http://{host}:{port}/metrics"
 
     def close(self) -> None:
-        """Stop serving and wait for the server thread."""
-        self._server.shutdown()
+        """Stop serving and wait for the server thread.
+
+        The server loop checks for shutdown every 0.5 s (prometheus-client's
+        default poll interval); a connection of ours wakes it at once, so that
+        stopping the daemon does not wait for that poll.
+        """
+        stopper = threading.Thread(target=self._server.shutdown, name="hf-metrics-stop")
+        stopper.start()
+        host, port = self.address
+        if host in ("0.0.0.0", "::", ""):
+            host = "::1" if ":" in host else "127.0.0.1"
+        while stopper.is_alive():
+            with contextlib.suppress(OSError):
+                socket.create_connection((host, port), timeout=0.2).close()
+            stopper.join(0.02)
         self._server.server_close()
         self._thread.join(timeout=5)
 
