@@ -287,6 +287,35 @@ def compress_alone(
     return total
 
 
+def compress_then_write(
+    path: Path,
+    prof: Profile,
+    frames: Sequence[SynthFrame],
+    specs: dict[int, CodecSpec],
+    threads: int,
+) -> int:
+    """The floor for a writer with the same durability: compress on a pool, write the
+    stored bytes, fsync at the writer's default cadence (1 s) and at the end."""
+    itemsize = {s.id: s.itemsize for s in prof.streams}
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        with ThreadPoolExecutor(max_workers=threads) as pool:
+            futs = [
+                pool.submit(encode_frame, f.payload, specs[f.stream_id], itemsize[f.stream_id])
+                for f in frames
+            ]
+            last = time.monotonic()
+            for fut in futs:
+                os.write(fd, fut.result()[0])
+                if time.monotonic() - last >= 1.0:
+                    os.fsync(fd)
+                    last = time.monotonic()
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    return sum(len(f.payload) for f in frames)
+
+
 # --- sections -----------------------------------------------------------------
 
 
@@ -488,8 +517,7 @@ def section_writer(
         mbps(w),
         mbps(c),
         w / c,
-        ">= 0.80x",
-        w / c >= 0.80,
+        "info",
     )
     # CPU seconds do not depend on what else the machine runs: a second view
     wc, cc = statistics.median(w_cpu), statistics.median(c_cpu)
@@ -501,6 +529,46 @@ def section_writer(
         f"{cc / statistics.median(c_times):.2f}",
         None,
     )
+    # With JPEG stored as it comes and plain LZ4 for arrays, compressing is not the
+    # bottleneck any more; the fair floor is compress + write the same bytes + fsync.
+    b_times = []
+    for _ in range(repeats):
+        out = workdir / "bare.bin"
+        b_times.append(
+            timed(lambda out=out: compress_then_write(out, prof, frames, specs, threads))
+        )
+        out.unlink()
+    b = raw_bytes / MB / statistics.median(b_times)
+    res.add(
+        "3",
+        "writer vs bare compress + write loop, fsync every 1 s",
+        mbps(w),
+        mbps(b),
+        w / b,
+        ">= 0.80x",
+        w / b >= 0.80,
+    )
+    # a compression-bound case: the lidar stream alone at LZ4HC-3
+    lidar = [f for f in frames if f.stream_id == 6] if any(s.id == 6 for s in prof.streams) else []
+    if lidar:
+        hc = {**specs, 6: CodecSpec("lz4hc", 3, True)}
+        lw, lc = [], []
+        for _ in range(repeats):
+            out = workdir / "lidar.hfr"
+            lw.append(timed(lambda out=out: write_hf(out, prof, lidar, codecs=hc, threads=threads)))
+            out.unlink()
+            lc.append(timed(lambda: compress_alone(prof, lidar, hc, threads)))
+        lraw = sum(len(f.payload) for f in lidar) / MB
+        lwm, lcm = lraw / statistics.median(lw), lraw / statistics.median(lc)
+        res.add(
+            "3",
+            "lidar only, lz4hc:3+shuffle: writer vs compress alone",
+            mbps(lwm),
+            mbps(lcm),
+            lwm / lcm,
+            ">= 0.80x",
+            lwm / lcm >= 0.80,
+        )
     shm = Path("/dev/shm")
     if shm.is_dir() and os.access(shm, os.W_OK):
         s_times = []
@@ -629,11 +697,12 @@ def section_mcap(
                 shutil.rmtree(d, ignore_errors=True)
 
     # --- one-frame lookups with an open reader (the hyperframes file of section 3:
-    # default codecs; JPEG stored raw by policy, arrays lz4hc+shuffle)
+    # default codecs; JPEG stored raw by policy, arrays lz4+shuffle)
     warm_cache(hf_path)
     for p in mcap_paths.values():
         warm_cache(p)
     reader = HyperframeReader(hf_path)
+    reader_nv = HyperframeReader(hf_path, verify=False)
     mfiles = {c: open(p, "rb") for c, p in mcap_paths.items()}  # noqa: SIM115
     mreaders = {c: make_reader(f) for c, f in mfiles.items()}
     for r in mreaders.values():
@@ -662,6 +731,7 @@ def section_mcap(
                     assert got == bytes(mcap_lookup(r, *q)), "hyperframes and mcap disagree"
             variants: dict[str, Callable[[object], object]] = {
                 "hf": lambda q: reader.read(*q),  # type: ignore[misc]
+                "hf_nv": lambda q: reader_nv.read(*q),  # type: ignore[misc]
             }
             for c, r in mreaders.items():
                 variants[c] = lambda q, r=r: mcap_lookup(r, *q)  # type: ignore[misc]
@@ -678,8 +748,17 @@ def section_mcap(
                     f">= {target:.0f}x" if target and c == "lz4" else "info",
                     (ratio >= target) if target and c == "lz4" else None,
                 )
+            res.add(
+                "4",
+                "  same, hyperframes verify=False (mcap lz4, which checks no CRC)",
+                us(t["hf_nv"]),
+                us(t["lz4"]),
+                t["lz4"] / t["hf_nv"],
+                "info",
+            )
     finally:
         reader.close()
+        reader_nv.close()
 
     # --- open + one lookup on a fresh reader (the file was opened before: page cache warm)
     cam_imu = [s for k, v in by_kind(prof).items() if k in ("imu", "camera") for s in v]

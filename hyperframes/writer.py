@@ -196,6 +196,9 @@ class HyperframeWriter:
             self.tmp_path.unlink(missing_ok=True)
             raise
         self._last_sync = time.monotonic()
+        # periodic fsyncs run here, so writing goes on while the disk catches up
+        self._fsync_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hf-fsync")
+        self._syncing: Future[None] | None = None
 
     # --- public API -------------------------------------------------------
 
@@ -269,6 +272,7 @@ class HyperframeWriter:
     def sync(self) -> None:
         """Write every window added so far and fsync: it all survives a power cut."""
         self.flush()
+        self._wait_sync()
         os.fsync(self._fd)
         self._last_sync = time.monotonic()
 
@@ -282,6 +286,7 @@ class HyperframeWriter:
         self._check_open()
         try:
             self.flush()
+            self._wait_sync()
             entries = np.concatenate(self._entries) if self._entries else np.empty(0, INDEX_DTYPE)
             aux = np.concatenate(self._aux) if self._aux else np.empty(0, AUX_DTYPE)
             windows = np.array(self._windows, dtype=WINDOW_DTYPE)
@@ -303,6 +308,7 @@ class HyperframeWriter:
             raise
         finally:
             self._pool.shutdown(wait=True)
+            self._fsync_pool.shutdown(wait=True)
         return self.path
 
     def abort(self) -> Path:
@@ -500,8 +506,19 @@ class HyperframeWriter:
         self._aux.append(aux)
         self._pos = offset
         self.frame_count += n
-        if time.monotonic() - self._last_sync >= self.fsync_interval_s:
-            self.sync()
+        now = time.monotonic()
+        if now - self._last_sync >= self.fsync_interval_s:
+            if self._syncing is not None and self._syncing.done():
+                self._wait_sync()  # raises if the last background fsync failed
+            if self._syncing is None:
+                self._last_sync = now
+                self._syncing = self._fsync_pool.submit(os.fsync, self._fd)
+
+    def _wait_sync(self) -> None:
+        """Wait for a background fsync; an fsync error surfaces here."""
+        syncing, self._syncing = self._syncing, None
+        if syncing is not None:
+            syncing.result()
 
     def _abort(self) -> None:
         if self._closed:
@@ -511,6 +528,7 @@ class HyperframeWriter:
             p.future.cancel()
         self._pool.shutdown(wait=False, cancel_futures=True)
         try:
+            self._fsync_pool.shutdown(wait=True)
             os.fsync(self._fd)
         finally:
             os.close(self._fd)

@@ -48,6 +48,37 @@ def _sim(args: argparse.Namespace) -> int:
     return result
 
 
+def add_sim_arguments(parser: argparse.ArgumentParser) -> None:
+    """The ``hyperframes sim`` options (for a CLI that builds its own parser)."""
+    parser.add_argument("--config", required=True, help="vehicle config (YAML)")
+    parser.add_argument(
+        "--seconds",
+        type=float,
+        default=10.0,
+        help="sensor seconds to send (default 10; 0 = until Ctrl-C)",
+    )
+    parser.add_argument(
+        "--rate-scale",
+        type=float,
+        default=1.0,
+        help="send X times faster than real time (inf = as fast as possible)",
+    )
+    parser.add_argument(
+        "--drop",
+        action="append",
+        default=[],
+        metavar="STREAM",
+        help="silence STREAM for the middle third of the run (repeatable)",
+    )
+    parser.add_argument(
+        "--jitter-ms", type=float, default=0.0, help="gaussian timestamp jitter, sigma in ms"
+    )
+    parser.add_argument(
+        "--reorder", action="store_true", help="occasionally swap two adjacent frames of a stream"
+    )
+    parser.add_argument("--seed", type=int, default=0, help="random seed (payloads, faults)")
+
+
 def register(subparsers: Any) -> None:
     """Add ``record``, ``check-config`` and ``sim`` to the ``hyperframes`` parser."""
     p = subparsers.add_parser("record", help="run the recorder in the foreground")
@@ -67,21 +98,5 @@ def register(subparsers: Any) -> None:
     p.set_defaults(handler=_check_config)
 
     p = subparsers.add_parser("sim", help="publish synthetic sensor traffic for a vehicle config")
-    p.add_argument("--config", required=True, type=Path, help="vehicle YAML config")
-    p.add_argument("--seconds", type=float, default=5.0, help="how long (default 5)")
-    p.add_argument(
-        "--rate-scale", type=float, default=1.0, help="multiply every stream's rate (default 1)"
-    )
-    p.add_argument(
-        "--drop",
-        action="append",
-        default=[],
-        metavar="STREAM_NAME",
-        help="do not publish this stream (repeatable): a sensor dropping out",
-    )
-    p.add_argument(
-        "--jitter-ms", type=float, default=0.0, help="random timestamp jitter, +-ms (default 0)"
-    )
-    p.add_argument("--reorder", action="store_true", help="swap neighbouring frames now and then")
-    p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    add_sim_arguments(p)
     p.set_defaults(handler=_sim)

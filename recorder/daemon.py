@@ -76,7 +76,7 @@ class SegmentSink:
 
     Never raises from :meth:`write`: an I/O error is logged, the segment is
     aborted (its ``.tmp`` stays recoverable), the window's frames are counted
-    as dropped (``write_error``) and the next window opens a new segment.
+    as dropped (``write-error``) and the next window opens a new segment.
     """
 
     def __init__(
@@ -99,7 +99,7 @@ class SegmentSink:
         self.finalized: list[Path] = []
         self._streams = [s.info for s in config.streams]
         self._codecs = {s.id: s.codec for s in config.streams}
-        self._plain = {s.id for s in config.streams if s.codec.name == "none"}
+        self._seen: dict[int, list[int]] = {}  # stream -> totals already counted
         self._writer: HyperframeWriter | None = None
         self._first_start = 0
         self._dirty = False
@@ -138,7 +138,7 @@ class SegmentSink:
             self._write(self._writer, window)
         except OSError as exc:
             _log.error("writing window %d failed: %s; segment aborted", window.window_id, exc)
-            self._drop(window, "write_error")
+            self._drop(window, DropReason.WRITE_ERROR)
             self.abort()
 
     def sync(self) -> None:
@@ -167,6 +167,8 @@ class SegmentSink:
         if w is not None:
             with contextlib.suppress(OSError):
                 w.abort()
+            self._account(w)
+            self._seen.clear()
 
     # --- internals ----------------------------------------------------------
 
@@ -196,6 +198,8 @@ class SegmentSink:
         w, self._writer = self._writer, None
         assert w is not None
         path = w.finalize()
+        self._account(w)
+        self._seen.clear()
         self._dirty = False
         self.finalized.append(path)
         self.stats.segments_written += 1
@@ -205,8 +209,6 @@ class SegmentSink:
 
     def _write(self, w: HyperframeWriter, window: Window) -> None:
         frames: list[WriteFrame] = []
-        raw: dict[int, int] = {}
-        counts: dict[int, int] = {}
         for bucket, extra in (
             (window.frames, 0),
             (window.late, FrameFlags.LATE),
@@ -216,22 +218,18 @@ class SegmentSink:
                 frames.append(WriteFrame(f.stream_id, f.timestamp_ns, f.payload,
                                          f.flags | extra, f.seq & _U32, f.receive_ns,
                                          f.duration_ns))  # fmt: skip
-                raw[f.stream_id] = raw.get(f.stream_id, 0) + f.size
-                counts[f.stream_id] = counts.get(f.stream_id, 0) + 1
-        before = w.bytes_stored
         w.write_window(window.window_id, frames, missing=window.missing)
         self._dirty = True
-        # The writer reports stored bytes per file, not per stream: uncompressed
-        # streams store exactly their raw size; the rest share the remainder.
-        stored = w.bytes_stored - before
-        plain = sum(n for sid, n in raw.items() if sid in self._plain)
-        packed_raw = sum(n for sid, n in raw.items() if sid not in self._plain)
-        for sid, n in raw.items():
-            if sid in self._plain or packed_raw == 0:
-                part = n
-            else:
-                part = round((stored - plain) * n / packed_raw)
-            self.stats.streams[sid].record_stored(n, part, counts[sid])
+        self._account(w)
+
+    def _account(self, w: HyperframeWriter) -> None:
+        """Move the writer's per-stream totals (frames, raw, stored bytes) into the stats."""
+        for sid, (frames, raw, stored) in w.stream_totals.items():
+            seen = self._seen.setdefault(sid, [0, 0, 0])
+            if frames != seen[0]:
+                self.stats.streams[sid].record_stored(raw - seen[1], stored - seen[2],
+                                                      frames - seen[0])  # fmt: skip
+                seen[:] = frames, raw, stored
 
     def _drop(self, window: Window, reason: str) -> None:
         for f in (*window.frames, *window.late, *window.quarantined):
@@ -268,7 +266,7 @@ class SegmentSink:
         elif not decision.record and self._recording:
             _log.critical(
                 "DISK FULL: %.0f MB free on %s, below min_free_mb %d (policy %s): "
-                "RECORDING STOPPED; frames are counted as dropped (disk_full) until space "
+                "RECORDING STOPPED; frames are counted as dropped (disk-full) until space "
                 "is freed", free / _MB, self.dir, disk.min_free_mb, disk.on_full,
             )  # fmt: skip
             if self._writer is not None:
@@ -406,8 +404,29 @@ class Recorder:
             await self._tg.__aexit__(exc_type, exc, tb)
             return None
         finally:
+            self._count_abandoned()
             await self._finish_sink()
             self._close_resources()
+
+    def _count_abandoned(self) -> None:
+        """Count what a cut-short shutdown leaves unwritten (nothing after an orderly one)."""
+        left: list[IngestFrame] = []
+        while not self._queue.empty():
+            item = self._queue.get_nowait()
+            if item is not None:
+                left.append(item)
+        windows: list[Window] = []
+        while not self._wq.empty():
+            w = self._wq.get_nowait()
+            if w is not None:
+                windows.append(w)
+        windows.extend(self.engine.flush())
+        for w in windows:
+            left.extend((*w.frames, *w.late, *w.quarantined))
+        for f in left:
+            self.stats.streams[f.stream_id].record_drop(DropReason.SHUTDOWN)
+        if left:
+            _log.error("shutdown left %d received frames unwritten (counted as dropped)", len(left))
 
     # --- tasks --------------------------------------------------------------
 

@@ -5,7 +5,7 @@
 - ``stop`` (default): the current segment is finalized and recording stops
   with a CRITICAL log line and ``hyperframes_recording 0``. The daemon keeps
   running and keeps draining its sockets (so drivers are not blocked), and
-  counts every frame it cannot write as dropped (reason ``disk_full``). It
+  counts every frame it cannot write as dropped (reason ``disk-full``). It
   resumes by itself, in a new segment, once free space is back above the floor
   plus a 10% margin (an operator freed space). Exiting instead would make
   systemd's ``Restart=on-failure`` loop on a full disk.

@@ -34,7 +34,7 @@ __all__ = [
 
 _log = logging.getLogger(__name__)
 
-UNKNOWN_TOPIC: Final = "unknown-topic"
+UNKNOWN_TOPIC: Final = DropReason.UNKNOWN_TOPIC
 """Drop reason (unattributed) for a well-formed message on a topic of no stream."""
 
 INGEST_FLAGS: Final = int(WireFlags.KEYFRAME | WireFlags.HW_TIMESTAMP)
@@ -86,7 +86,7 @@ class FrameRouter:
     dropped as ``unknown-topic``. Malformed messages are counted per stream
     (or unattributed) under their :data:`recorder.wire.REASONS` label and
     logged, rate-limited per (stream, reason). A ``seq`` that skips numbers
-    counts the skipped frames as drops (``sequence_gap``); a ``seq`` that goes
+    counts the skipped frames as drops (``sequence-gap``); a ``seq`` that goes
     back (sensor restart, MQTT redelivery) is accepted and restarts tracking.
     """
 

@@ -37,21 +37,23 @@ _INSTALL_HINT = "pip install 'hyperframes[recorder]'"
 class DropReason(enum.StrEnum):
     """Why a frame was not written; the ``reason`` label of the drop counters.
 
-    Any string is accepted as a reason; these are the ones the daemon uses.
+    Any string is accepted as a reason; these are the ones the daemon adds to
+    the malformed-message reasons of :data:`recorder.wire.REASONS`
+    (``bad-magic``, ``truncated``, ``oversized``, ...), in the same spelling.
     """
 
-    QUEUE_FULL = "queue_full"
+    QUEUE_FULL = "queue-full"
     """A bounded queue between ingest and writer was full."""
-    MALFORMED = "malformed"
-    """Bad or truncated wire header."""
-    OVERSIZED = "oversized"
-    """Payload larger than the stream's limit."""
-    UNKNOWN_TOPIC = "unknown_topic"
+    UNKNOWN_TOPIC = "unknown-topic"
     """Message on a topic no stream is configured for."""
-    DISK_FULL = "disk_full"
+    DISK_FULL = "disk-full"
     """Recording stopped by the disk policy."""
-    SEQUENCE_GAP = "sequence_gap"
+    SEQUENCE_GAP = "sequence-gap"
     """Frames the sensor numbered but never delivered (seen as a sequence gap)."""
+    WRITE_ERROR = "write-error"
+    """The segment file could not be written (I/O error); the segment was aborted."""
+    SHUTDOWN = "shutdown"
+    """Received but not written because shutdown ran out of time."""
 
 
 @dataclass(slots=True)

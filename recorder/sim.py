@@ -68,6 +68,7 @@ import zmq
 
 from hyperframes.streams import SensorKind, StreamInfo
 from hyperframes.synth import make_generator
+from recorder.cli import add_sim_arguments
 from recorder.config import ConfigError, StreamConfig, VehicleConfig, ZmqSocketConfig, load_config
 from recorder.publisher import ZmqPublisher, encode_mqtt_payload
 
@@ -543,35 +544,7 @@ async def publish(
 # --- command line -----------------------------------------------------------------
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The ``hyperframes sim`` options (for a CLI that builds its own parser)."""
-    parser.add_argument("--config", required=True, help="vehicle config (YAML)")
-    parser.add_argument(
-        "--seconds",
-        type=float,
-        default=10.0,
-        help="sensor seconds to send (default 10; 0 = until Ctrl-C)",
-    )
-    parser.add_argument(
-        "--rate-scale",
-        type=float,
-        default=1.0,
-        help="send X times faster than real time (inf = as fast as possible)",
-    )
-    parser.add_argument(
-        "--drop",
-        action="append",
-        default=[],
-        metavar="STREAM",
-        help="silence STREAM for the middle third of the run (repeatable)",
-    )
-    parser.add_argument(
-        "--jitter-ms", type=float, default=0.0, help="gaussian timestamp jitter, sigma in ms"
-    )
-    parser.add_argument(
-        "--reorder", action="store_true", help="occasionally swap two adjacent frames of a stream"
-    )
-    parser.add_argument("--seed", type=int, default=0, help="random seed (payloads, faults)")
+add_arguments = add_sim_arguments
 
 
 def _event_loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:

@@ -51,12 +51,12 @@ def test_stream_counters() -> None:
     assert s.compression_ratio is None
     s.record_frame(100)
     s.record_frame(50)
-    s.record_drop(DropReason.MALFORMED)
-    s.record_drop("malformed")
+    s.record_drop("bad-magic")
+    s.record_drop("bad-magic")
     s.record_drop(DropReason.QUEUE_FULL, 5)
     s.record_stored(raw_bytes=150, stored_bytes=60, frames=2)
     assert (s.frames, s.bytes_in, s.frames_written) == (2, 150, 2)
-    assert s.drops == {"malformed": 2, "queue_full": 5}
+    assert s.drops == {"bad-magic": 2, "queue-full": 5}
     assert s.dropped == 7
     assert s.compression_ratio == pytest.approx(2.5)
 
@@ -143,13 +143,13 @@ def test_prometheus_endpoint_reads_live_stats() -> None:
         assert m['hyperframes_stream_frames_total{stream="lidar_top"}'] == 10
         assert m['hyperframes_stream_received_bytes_total{stream="lidar_top"}'] == 20_000_000
         assert (
-            m['hyperframes_stream_dropped_frames_total{reason="queue_full",stream="cam_front"}']
+            m['hyperframes_stream_dropped_frames_total{reason="queue-full",stream="cam_front"}']
             == 1
         )
         assert (
             m['hyperframes_stream_dropped_frames_total{reason="oversized",stream="cam_front"}'] == 2
         )
-        assert m['hyperframes_dropped_messages_total{reason="unknown_topic"}'] == 4
+        assert m['hyperframes_dropped_messages_total{reason="unknown-topic"}'] == 4
         assert m['hyperframes_stream_late_frames_total{stream="cam_front"}'] == 3
         assert m['hyperframes_stream_quarantined_frames_total{stream="lidar_top"}'] == 1
         assert m['hyperframes_stream_compression_ratio{stream="lidar_top"}'] == 2.5
