@@ -138,22 +138,6 @@ class ZmqPublisher:
         self.close()
 
 
-def encode_mqtt_payload(
-    payload: PayloadLike,
-    timestamp_ns: int,
-    *,
-    seq: int,
-    hardware: bool = True,
-    keyframe: bool = False,
-    duration_ns: int = 0,
-    crc: bool = True,
-) -> bytes:
-    """The body of one MQTT message (``header + payload``) for the stream's topic.
-
-    Publish it with the stream's QoS (1 recommended); use a
-    :class:`SequenceCounter` for ``seq``.
-    """
-    return encode_frame(
-        payload, timestamp_ns, seq=seq, hardware=hardware, keyframe=keyframe,
-        duration_ns=duration_ns, crc=crc,
-    )  # fmt: skip
+#: The body of one MQTT message (``header + payload``) for a stream's topic; publish
+#: it with the stream's QoS (1 recommended) and number it with a :class:`SequenceCounter`.
+encode_mqtt_payload = encode_frame
