@@ -25,5 +25,12 @@ python="${PYTHON:-python3}"
 if [ ! -x .venv/bin/python ]; then
     "$python" -m venv .venv
 fi
-.venv/bin/python -m pip install -q --upgrade pip
-.venv/bin/python -m pip install -q -e ".[$extras]"
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+# quiet unless something fails: then show pip's whole output
+if ! { .venv/bin/python -m pip install -q --upgrade pip &&
+       .venv/bin/python -m pip install -q -e ".[$extras]"; } >"$log" 2>&1; then
+    cat "$log" >&2
+    echo "setup: pip install failed (output above)" >&2
+    exit 1
+fi
