@@ -52,8 +52,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Generic, Protocol, TypeVar
 
-from hyperframes.errors import HyperframesError
 from hyperframes.windows import window_end, window_of, window_start
+from recorder.errors import UnknownStreamError
 
 __all__ = [
     "TimedFrame",
@@ -89,15 +89,6 @@ class TimedFrame(Protocol):
 
 
 FrameT = TypeVar("FrameT", bound=TimedFrame)
-
-
-class UnknownStreamError(HyperframesError, ValueError):
-    """A frame names a stream id the engine was not configured with."""
-
-    def __init__(self, stream_id: int, known: Iterable[int]):
-        self.stream_id = stream_id
-        self.known = tuple(sorted(known))
-        super().__init__(f"unknown stream id {stream_id} (configured: {list(self.known)})")
 
 
 @dataclass(slots=True)

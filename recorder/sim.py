@@ -70,6 +70,7 @@ from hyperframes.streams import SensorKind, StreamInfo
 from hyperframes.synth import make_generator
 from recorder.cli import add_sim_arguments
 from recorder.config import ConfigError, StreamConfig, VehicleConfig, ZmqSocketConfig, load_config
+from recorder.errors import SimError
 from recorder.publisher import ZmqPublisher, encode_mqtt_payload
 
 __all__ = [
@@ -91,10 +92,6 @@ _POOL_LARGE: Final = 10
 _POOL_SMALL: Final = 200
 _YIELD_EVERY: Final = 32  # give the event loop a turn at least this often when behind
 _MQTT_IN_FLIGHT: Final = 256
-
-
-class SimError(RuntimeError):
-    """The simulation cannot start or cannot go on (bad option, recorder not reachable)."""
 
 
 @dataclass(slots=True)

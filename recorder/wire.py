@@ -36,6 +36,7 @@ from enum import IntFlag
 from typing import Final
 
 from hyperframes._crc import BytesLike, PayloadLike, byte_view, crc32c
+from recorder.errors import WireError
 
 __all__ = [
     "MAGIC",
@@ -92,20 +93,6 @@ class WireFlags(IntFlag):
     KEYFRAME = 1 << 0
     HW_TIMESTAMP = 1 << 1
     PAYLOAD_CRC = 1 << 2
-
-
-class WireError(ValueError):
-    """A message that does not follow the wire protocol.
-
-    ``reason`` is one of :data:`REASONS` (a stable, short label for counters);
-    ``detail`` says what exactly was found.
-    """
-
-    def __init__(self, reason: str, detail: str) -> None:
-        assert reason in REASONS, reason  # a programming error, not input validation
-        self.reason = reason
-        self.detail = detail
-        super().__init__(f"{reason}: {detail}")
 
 
 @dataclass(frozen=True, slots=True)

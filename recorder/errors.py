@@ -1,0 +1,54 @@
+"""Every error the recorder raises, rooted at :class:`RecorderError`.
+
+:class:`RecorderError` itself derives from :class:`hyperframes.HyperframesError`,
+so ``except HyperframesError`` catches everything this project raises.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from hyperframes.errors import HyperframesError
+
+__all__ = ["RecorderError", "ConfigError", "WireError", "UnknownStreamError", "SimError"]
+
+
+class RecorderError(HyperframesError):
+    """Root of every error raised by :mod:`recorder`."""
+
+
+class ConfigError(RecorderError, ValueError):
+    """A vehicle config that cannot be used; ``key`` is the path of the bad key."""
+
+    def __init__(self, key: str, problem: str, source: str | None = None) -> None:
+        self.key = key
+        self.problem = problem
+        self.source = source
+        where = f"{source}: " if source else ""
+        super().__init__(f"{where}{key}: {problem}" if key else f"{where}{problem}")
+
+
+class WireError(RecorderError, ValueError):
+    """A message that does not follow the wire protocol.
+
+    ``reason`` is one of :data:`recorder.wire.REASONS` (a stable, short label
+    for counters); ``detail`` says what exactly was found.
+    """
+
+    def __init__(self, reason: str, detail: str) -> None:
+        self.reason = reason
+        self.detail = detail
+        super().__init__(f"{reason}: {detail}")
+
+
+class UnknownStreamError(RecorderError, ValueError):
+    """A frame names a stream id the engine was not configured with."""
+
+    def __init__(self, stream_id: int, known: Iterable[int]):
+        self.stream_id = stream_id
+        self.known = tuple(sorted(known))
+        super().__init__(f"unknown stream id {stream_id} (configured: {list(self.known)})")
+
+
+class SimError(RecorderError, RuntimeError):
+    """The simulation cannot start or cannot go on (bad option, recorder not reachable)."""
