@@ -66,7 +66,8 @@ KNOWN_ENCODINGS: dict[str, tuple[str | None, tuple[int, ...] | None]] = {
     "json": (None, None),
 }
 
-_KINDS = frozenset(k.value for k in SensorKind)
+_KINDS = {k.value: k for k in SensorKind}
+_SOURCES = {s.value: s for s in TimestampSource}
 
 
 @functools.lru_cache(maxsize=256)
@@ -121,8 +122,8 @@ class StreamInfo:
             except (TypeError, ValueError) as exc:
                 raise ValueError(f"stream {self.id}: invalid dtype {self.dtype!r}") from exc
         if self.shape is not None:
-            shape = tuple(int(s) for s in self.shape)
-            if any(s < -1 or s == 0 for s in shape) or shape.count(-1) > 1:
+            shape = tuple(map(int, self.shape))
+            if (shape and min(shape) < -1) or 0 in shape or shape.count(-1) > 1:
                 raise ValueError(
                     f"stream {self.id}: shape {self.shape!r} must hold positive sizes and "
                     "at most one -1"
@@ -172,15 +173,16 @@ class StreamInfo:
         """Inverse of :meth:`to_dict`; unknown keys are ignored (newer writers)."""
         shape = d.get("shape")
         kind = d.get("kind", "other")
+        source = d.get("timestamp_source", "hardware")
         return cls(
             id=d["id"],
             name=d["name"],
             # a sensor kind from a newer writer is still readable: treat it as "other"
-            kind=SensorKind(kind) if kind in _KINDS else SensorKind.OTHER,
+            kind=_KINDS.get(kind, SensorKind.OTHER) if isinstance(kind, str) else kind,
             encoding=d.get("encoding", "bytes"),
             dtype=d.get("dtype"),
             shape=tuple(shape) if shape is not None else None,
-            timestamp_source=TimestampSource(d.get("timestamp_source", "hardware")),
+            timestamp_source=_SOURCES.get(source, source) if isinstance(source, str) else source,
             rate_hz=d.get("rate_hz"),
             codec=d.get("codec"),
             level=d.get("level"),
