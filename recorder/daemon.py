@@ -467,7 +467,8 @@ class Recorder:
                   or "mqtt")  # fmt: skip
 
     def _status(self) -> str:
-        return self.stats.status_line()
+        line = self.stats.status_line()
+        return f"stopping: {line}" if self._stop.is_set() else line
 
     async def _pump(self) -> None:
         queue, engine, streams = self._queue, self.engine, self.stats.streams
