@@ -23,7 +23,7 @@ from hyperframes._io import aligned_empty, pread_into_aligned
 from hyperframes._structure import Structure, load_aux, load_structure
 from hyperframes.codecs import CodecError, decode_frame
 from hyperframes.errors import ChecksumError, CorruptFileError, FrameNotFoundError
-from hyperframes.layout import CODEC_MASK, FrameFlags
+from hyperframes.layout import CODEC_MASK, FrameFlags, Header
 from hyperframes.streams import FileMetadata, StreamInfo
 from hyperframes.windows import window_end, window_start
 
@@ -169,7 +169,7 @@ class HyperframeReader:
         return self._s.header.end_ns
 
     @property
-    def header(self) -> object:
+    def header(self) -> Header:
         """The decoded header (for tools such as ``hyperframes info``)."""
         return self._s.header
 

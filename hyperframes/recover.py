@@ -225,8 +225,7 @@ def recover(
     os.replace(tmp, out)
     fsync_dir(out.parent)
     ts = scan.entries["timestamp_ns"]
-    trailer_start = scan.end
-    lost = 0 if scan.stop_reason == "end of file" else size - trailer_start
+    lost = 0 if scan.stop_reason == "end of file" else size - scan.end
     return RecoveryReport(
         source=src,
         output=out,

@@ -11,6 +11,7 @@ by :meth:`HyperframeWriter.finalize`, makes the block records redundant.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -187,7 +188,7 @@ class HyperframeWriter:
         try:
             self._pos = HEADER_SIZE + self._meta_size + pad_len(self._meta_size)
             self._data_offset = self._pos
-            header = self._header(finalized=False)
+            header = self._initial_header()
             write_all(self._fd, [header.encode(), meta, bytes(pad_len(self._meta_size))])
             os.fsync(self._fd)
             fsync_dir(self.tmp_path.parent)
@@ -346,23 +347,16 @@ class HyperframeWriter:
             raise ValueError(f"{self.path}: writer is closed")
 
     def _meta(self) -> Meta:
-        streams = tuple(self.streams.values())
         with_codecs = tuple(
-            StreamInfo.from_dict(
-                s.to_dict()
-                | {
-                    "codec": self._codecs[s.id].name,
-                    "level": self._codecs[s.id].level,
-                    "shuffle": self._codecs[s.id].shuffle,
-                }
-            )
-            for s in streams
+            dataclasses.replace(s, codec=c.name, level=c.level, shuffle=c.shuffle)
+            for s, c in ((s, self._codecs[s.id]) for s in self.streams.values())
         )
         return Meta(with_codecs, self.metadata, self.window_ns, dict(self._missing))
 
-    def _header(self, finalized: bool) -> Header:
+    def _initial_header(self) -> Header:
+        """The header written at creation: not finalized, stream table at offset 512."""
         return Header(
-            flags=HeaderFlags.LITTLE_ENDIAN | (HeaderFlags.FINALIZED if finalized else 0),
+            flags=HeaderFlags.LITTLE_ENDIAN,
             start_ns=0,
             end_ns=0,
             frame_count=0,
