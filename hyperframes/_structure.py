@@ -28,13 +28,14 @@ from hyperframes.layout import (
     HEADER_SIZE,
     INDEX_DTYPE,
     MAGIC,
+    QUARANTINE_DTYPE,
     VERSION,
     WINDOW_DTYPE,
     Header,
     HeaderFlags,
 )
 
-__all__ = ["Structure", "read_header", "read_meta", "load_structure"]
+__all__ = ["Structure", "read_header", "read_meta", "load_structure", "load_aux", "load_quarantine"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -233,3 +234,32 @@ def load_aux(fd: int, path: str, h: Header, count: int) -> np.ndarray:
         h.data_offset,
         os.fstat(fd).st_size,
     )
+
+
+def load_quarantine(fd: int, path: str, h: Header) -> np.ndarray:
+    """The quarantine table (QUARANTINE_DTYPE, write order; empty if the file has none)."""
+    if h.quarantine_count == 0 and h.quarantine_size == 0:
+        return np.zeros(0, QUARANTINE_DTYPE)
+    table = _table(
+        fd,
+        path,
+        "quarantine table",
+        h.quarantine_offset,
+        h.quarantine_size,
+        h.quarantine_crc,
+        QUARANTINE_DTYPE,
+        h.quarantine_count,
+        h.data_offset,
+        os.fstat(fd).st_size,
+    )
+    ends = table["offset"] + table["size"].astype(np.uint64)
+    bad = (table["offset"] < h.data_offset) | (table["offset"] % ALIGN != 0)
+    bad |= (ends > h.index_offset) | (ends < table["offset"])
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise CorruptFileError(
+            path,
+            f"quarantine entry {i} points outside the payload region or is unaligned",
+            h.quarantine_offset + QUARANTINE_DTYPE.itemsize * i,
+        )
+    return table

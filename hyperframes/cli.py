@@ -32,6 +32,7 @@ Handler = Callable[[argparse.Namespace], int]
 def _info(args: argparse.Namespace) -> int:
     with HyperframeReader(args.file, verify=False) as r:
         idx = r.index
+        quarantine = r.quarantine()
         streams = []
         for sid, s in r.streams.items():
             ts = r.timestamps(sid)
@@ -40,6 +41,7 @@ def _info(args: argparse.Namespace) -> int:
                 {
                     **s.to_dict(),
                     "frames": len(ts),
+                    "quarantined": int((quarantine["stream_id"] == sid).sum()),
                     "stored_bytes": int(idx["size"][mask].sum()),
                     "first_ns": int(ts[0]) if len(ts) else None,
                     "last_ns": int(ts[-1]) if len(ts) else None,
@@ -55,6 +57,7 @@ def _info(args: argparse.Namespace) -> int:
             "start_ns": r.start_ns,
             "end_ns": r.end_ns,
             "incomplete_windows": len(r.missing),
+            "quarantined_frames": len(quarantine),
             "streams": streams,
         }
     if args.json:
@@ -69,6 +72,7 @@ def _info(args: argparse.Namespace) -> int:
     print(
         f"  {doc['windows']} windows of {doc['window_ns'] / 1e6:g} ms ({dur:.1f} s), "
         f"{doc['frames']} frames, {doc['incomplete_windows']} incomplete windows"
+        + (f", {doc['quarantined_frames']} quarantined" if doc["quarantined_frames"] else "")
     )
     print(
         f"  {'id':>4} {'name':<20} {'kind':<7} {'encoding':<9} {'codec':<16} "

@@ -22,6 +22,7 @@ __all__ = [
     "INDEX_DTYPE",
     "AUX_DTYPE",
     "WINDOW_DTYPE",
+    "QUARANTINE_DTYPE",
     "HeaderFlags",
     "FrameFlags",
     "CODEC_SHIFT",
@@ -43,8 +44,9 @@ ALIGN = 64
 
 _HEADER_CORE = struct.Struct("<4sHHIQQIIQQ")  # offsets 0..52, the seed's layout
 _HEADER_EXT = struct.Struct("<QQQQQQQQIIIII")  # offsets 52..136, in the reserved area
+_HEADER_QUAR = struct.Struct("<QQII")  # offsets 136..160: the quarantine table
 _HEADER_CRC_OFFSET = 508
-assert _HEADER_CORE.size == 52 and _HEADER_EXT.size == 84
+assert _HEADER_CORE.size == 52 and _HEADER_EXT.size == 84 and _HEADER_QUAR.size == 24
 
 
 class HeaderFlags(IntFlag):
@@ -81,6 +83,10 @@ class Header:
     meta_crc: int
     windows_crc: int
     aux_crc: int
+    quarantine_offset: int = 0
+    quarantine_size: int = 0
+    quarantine_count: int = 0
+    quarantine_crc: int = 0
     version: int = VERSION
     header_size: int = HEADER_SIZE
 
@@ -123,6 +129,14 @@ class Header:
             self.windows_crc,
             self.aux_crc,
         )
+        _HEADER_QUAR.pack_into(
+            buf,
+            _HEADER_CORE.size + _HEADER_EXT.size,
+            self.quarantine_offset,
+            self.quarantine_size,
+            self.quarantine_count,
+            self.quarantine_crc,
+        )
         struct.pack_into("<I", buf, _HEADER_CRC_OFFSET, crc32c(bytes(buf[:_HEADER_CRC_OFFSET])))
         return bytes(buf)
 
@@ -136,6 +150,7 @@ class Header:
             raise ValueError(f"header needs {HEADER_SIZE} bytes, got {len(buf)}")
         core = _HEADER_CORE.unpack_from(buf, 0)
         ext = _HEADER_EXT.unpack_from(buf, _HEADER_CORE.size)
+        quar = _HEADER_QUAR.unpack_from(buf, _HEADER_CORE.size + _HEADER_EXT.size)
         (stored_crc,) = struct.unpack_from("<I", buf, _HEADER_CRC_OFFSET)
         header = Header(
             version=core[1],
@@ -160,6 +175,10 @@ class Header:
             meta_crc=ext[10],
             windows_crc=ext[11],
             aux_crc=ext[12],
+            quarantine_offset=quar[0],
+            quarantine_size=quar[1],
+            quarantine_count=quar[2],
+            quarantine_crc=quar[3],
         )
         return header, core[0], stored_crc, crc32c(bytes(buf[:_HEADER_CRC_OFFSET]))
 
@@ -213,6 +232,12 @@ WINDOW_DTYPE = np.dtype(
     ]
 )
 assert WINDOW_DTYPE.itemsize == 32
+
+# One row per quarantined frame (implausible timestamp), in write order: the
+# frame's index entry and its aux row. Kept out of the index so that time
+# lookups, windows and the header span never see these timestamps.
+QUARANTINE_DTYPE = np.dtype(INDEX_DTYPE.descr + AUX_DTYPE.descr)
+assert QUARANTINE_DTYPE.itemsize == 48
 
 WINDOW_FLAG_INCOMPLETE = 1 << 0  # at least one stream delivered nothing
 WINDOW_FLAG_HAS_LATE = 1 << 1  # the block holds frames of earlier windows

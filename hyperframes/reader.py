@@ -20,7 +20,7 @@ import numpy as np
 from hyperframes import search
 from hyperframes._crc import crc32c
 from hyperframes._io import aligned_empty, pread_into_aligned
-from hyperframes._structure import Structure, load_aux, load_structure
+from hyperframes._structure import Structure, load_aux, load_quarantine, load_structure
 from hyperframes.codecs import CodecError, decode_frame
 from hyperframes.errors import ChecksumError, CorruptFileError, FrameNotFoundError
 from hyperframes.layout import CODEC_MASK, FrameFlags, Header
@@ -134,6 +134,7 @@ class HyperframeReader:
         self._slices = {int(i): (int(a), int(b)) for i, a, b in zip(ids, lo, hi, strict=True)}
         self._ts: dict[int, np.ndarray] = {}
         self._aux: np.ndarray | None = None
+        self._quarantine: np.ndarray | None = None
         self._lock = threading.Lock()
 
     # --- file-level facts ------------------------------------------------
@@ -199,6 +200,32 @@ class HyperframeReader:
             if self._aux is None:
                 self._aux = load_aux(self._fd, self._name, self._s.header, self.frame_count)
             return self._aux
+
+    def quarantine(self) -> np.ndarray:
+        """Frames the recorder quarantined (implausible timestamps), in write order.
+
+        A QUARANTINE_DTYPE array (index entry + aux row per frame). These
+        frames are not in :attr:`index`: time lookups, windows and the header
+        span never see them. Read one with :meth:`quarantined_frame`.
+        """
+        with self._lock:
+            if self._quarantine is None:
+                self._quarantine = load_quarantine(self._fd, self._name, self._s.header)
+            return self._quarantine
+
+    def quarantined_frame(self, i: int) -> Frame:
+        """Quarantined frame ``i`` (a position in :meth:`quarantine`), decoded."""
+        table = self.quarantine()
+        e = table[i]
+        row: _Row = (
+            int(e["stream_id"]), int(e["flags"]), int(e["stream_index"]),
+            int(e["timestamp_ns"]), int(e["offset"]), int(e["size"]), int(e["crc32c"]),
+        )  # fmt: skip
+        if row[0] not in self.streams:
+            raise CorruptFileError(
+                self._name, f"quarantined frame {i} names unknown stream {row[0]}", row[4]
+            )
+        return self._decode(i, row, pread_into_aligned(self._fd, row[5], row[4]))
 
     # --- lookups ----------------------------------------------------------
 

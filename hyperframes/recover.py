@@ -27,6 +27,7 @@ from hyperframes.layout import (
     INDEX_DTYPE,
     WINDOW_DTYPE,
     BlockRecord,
+    FrameFlags,
 )
 from hyperframes.writer import TMP_SUFFIX, write_trailer
 
@@ -83,9 +84,15 @@ def scan_blocks(fd: int, path: str, check_payloads: bool = True) -> _Scan:
     """
     size = os.fstat(fd).st_size
     h = read_header(fd, path, size)
-    meta = read_meta(
-        fd, path, h.meta_offset, h.meta_size, size, h.meta_crc if h.finalized else None
-    )
+    # MetaCrc is written with the first header, so an unfinished file's stream table is
+    # proven too; then it must agree with the header it was written with
+    meta = read_meta(fd, path, h.meta_offset, h.meta_size, size, h.meta_crc)
+    if meta.window_ns != h.window_ns:
+        raise CorruptFileError(path, "header and metadata disagree on window length", 52)
+    if len(meta.streams) != h.stream_count:
+        raise CorruptFileError(
+            path, f"header says {h.stream_count} streams, table has {len(meta.streams)}", 32
+        )
     pos = h.data_offset
     entries: list[np.ndarray] = []
     auxes: list[np.ndarray] = []
@@ -121,7 +128,9 @@ def scan_blocks(fd: int, path: str, check_payloads: bool = True) -> _Scan:
         n = rec.frame_count
         ent = np.frombuffer(table, INDEX_DTYPE, count=n)
         aux = np.frombuffer(table, AUX_DTYPE, count=n, offset=n * INDEX_DTYPE.itemsize)
-        bad = _bad_frame(fd, ent, rec, pos, stream_ids, check_payloads)
+        bad = _bad_frame(fd, ent, rec, pos, stream_ids, check_payloads) or _off_window(
+            ent, rec.window_id, meta.window_ns
+        )
         if bad is not None:
             lost_frames = n
             reason = f"window {rec.window_id} at offset {pos}: {bad}"
@@ -168,6 +177,23 @@ def _bad_frame(
             return f"frame at {off} names unknown stream {int(e['stream_id'])}"
         if check_payloads and crc32c(pread_exact(fd, size, off)) != int(e["crc32c"]):
             return f"frame at {off} fails its checksum (not durable before the cut)"
+    return None
+
+
+def _off_window(ent: np.ndarray, window_id: int, window_ns: int) -> str | None:
+    """A frame of a block must be of the block's window, LATE (earlier) or QUARANTINED."""
+    flags = ent["flags"].astype(np.int64)
+    own = (ent["timestamp_ns"].astype(object) - 1) // window_ns  # exact for any u64
+    for i in range(len(ent)):
+        f = int(flags[i])
+        if f & FrameFlags.QUARANTINED:
+            continue
+        w = int(own[i])
+        if (w >= window_id) if f & FrameFlags.LATE else (w != window_id):
+            return (
+                f"frame at t={int(ent['timestamp_ns'][i])} ns (stream {int(ent['stream_id'][i])}) "
+                f"does not belong to window {window_id} of {window_ns} ns"
+            )
     return None
 
 

@@ -151,6 +151,35 @@ class StreamInfo:
         """Bytes per array element (the byte-shuffle width); 1 without a dtype."""
         return _itemsize(self.dtype) if self.dtype is not None else 1
 
+    def size_problem(self, nbytes: int) -> str | None:
+        """Why a payload of ``nbytes`` cannot be this stream's array, or None if it can.
+
+        Streams without a dtype take any size. With a dtype the size must be a
+        whole number of records: ``itemsize`` times the product of the fixed
+        dimensions of ``shape`` (exactly that product when the shape has no -1).
+        """
+        if self.dtype is None:
+            return None
+        record = self.itemsize
+        fixed = 1
+        for dim in self.shape or ():
+            if dim != -1:
+                fixed *= dim
+        record *= fixed
+        if self.shape is not None and -1 not in self.shape:
+            if nbytes != record:
+                return (
+                    f"payload of {nbytes} bytes, stream {self.id} ({self.name}) needs exactly "
+                    f"{record} ({self.dtype} x {list(self.shape)})"
+                )
+            return None
+        if record and nbytes % record:
+            return (
+                f"payload of {nbytes} bytes is not a whole number of {record}-byte records "
+                f"of stream {self.id} ({self.name}, {self.dtype} x {list(self.shape or ())})"
+            )
+        return None
+
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready dict."""
         return {

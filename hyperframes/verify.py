@@ -10,9 +10,11 @@ import numpy as np
 
 from hyperframes._crc import crc32c
 from hyperframes._io import pread_exact
-from hyperframes._structure import load_aux, load_structure
+from hyperframes._structure import Structure, load_aux, load_quarantine, load_structure
 from hyperframes.errors import HyperframesError
+from hyperframes.layout import INDEX_DTYPE
 from hyperframes.recover import scan_blocks
+from hyperframes.writer import file_span
 
 __all__ = ["VerifyResult", "verify_file"]
 
@@ -35,6 +37,26 @@ class VerifyResult:
         return not self.problems
 
 
+def _placement_problems(name: str, s: Structure, quarantine: np.ndarray) -> list[str]:
+    """Every indexed frame inside the header span; blocks hold index + quarantine frames."""
+    problems = []
+    h = s.header
+    ts = s.index["timestamp_ns"]
+    lo, hi = file_span(ts[:0], ts, h.window_ns)  # the windows of the indexed frames
+    if len(ts) and (lo < h.start_ns or hi > h.end_ns):
+        problems.append(
+            f"{name}: frames stamped {int(ts.min())}..{int(ts.max())} ns lie outside the header "
+            f"span ({h.start_ns}, {h.end_ns}]"
+        )
+    in_blocks = int(s.windows["frame_count"].sum())
+    if in_blocks != len(s.index) + len(quarantine):
+        problems.append(
+            f"{name}: window blocks hold {in_blocks} frames, index and quarantine table "
+            f"{len(s.index)} + {len(quarantine)}"
+        )
+    return problems
+
+
 def verify_file(
     path: str | os.PathLike[str],
     max_problems: int = 20,
@@ -55,11 +77,16 @@ def verify_file(
         try:
             s = load_structure(fd, name)
             load_aux(fd, name, s.header, len(s.index))
+            quarantine = load_quarantine(fd, name, s.header)
         except HyperframesError as exc:
             result.problems.append(str(exc))
             return result
         result.frames, result.windows = len(s.index), len(s.windows)
-        idx = s.index[np.argsort(s.index["offset"], kind="stable")]
+        result.problems += _placement_problems(name, s, quarantine)
+        both = np.concatenate(
+            [s.index, quarantine[list(INDEX_DTYPE.names or ())].astype(INDEX_DTYPE)]
+        )
+        idx = both[np.argsort(both["offset"], kind="stable")]
         offsets = idx["offset"].astype(np.int64)
         sizes = idx["size"].astype(np.int64)
         total = int(sizes.sum())

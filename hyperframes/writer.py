@@ -35,6 +35,7 @@ from hyperframes.layout import (
     CODEC_SHIFT,
     HEADER_SIZE,
     INDEX_DTYPE,
+    QUARANTINE_DTYPE,
     WINDOW_DTYPE,
     WINDOW_FLAG_HAS_LATE,
     WINDOW_FLAG_INCOMPLETE,
@@ -47,7 +48,7 @@ from hyperframes.layout import (
 from hyperframes.streams import FileMetadata, StreamInfo
 from hyperframes.windows import window_of
 
-__all__ = ["HyperframeWriter", "WriteFrame", "default_codec", "TMP_SUFFIX"]
+__all__ = ["HyperframeWriter", "WriteFrame", "default_codec", "file_span", "TMP_SUFFIX"]
 
 TMP_SUFFIX = ".tmp"
 _U64_MAX = (1 << 64) - 1
@@ -184,6 +185,7 @@ class HyperframeWriter:
             raise FileExistsError(f"{self.path}: already exists; refusing to overwrite")
         meta = encode_meta(self._meta())
         self._meta_size = len(meta)
+        self._meta_crc = crc32c(meta)
         self._fd = os.open(self.tmp_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         try:
             self._pos = HEADER_SIZE + self._meta_size + pad_len(self._meta_size)
@@ -253,6 +255,7 @@ class HyperframeWriter:
         self._close_pending(())
         self._pending_window = window_id
         for f in frames:
+            self._check_window(window_id, f)
             self._submit(
                 f.stream_id,
                 f.timestamp_ns,
@@ -354,7 +357,11 @@ class HyperframeWriter:
         return Meta(with_codecs, self.metadata, self.window_ns, dict(self._missing))
 
     def _initial_header(self) -> Header:
-        """The header written at creation: not finalized, stream table at offset 512."""
+        """The header written at creation: not finalized, stream table at offset 512.
+
+        MetaCrc is set already, so recovery can prove the stream table of a
+        ``.tmp`` intact before it trusts it.
+        """
         return Header(
             flags=HeaderFlags.LITTLE_ENDIAN,
             start_ns=0,
@@ -373,10 +380,28 @@ class HyperframeWriter:
             aux_size=0,
             window_count=0,
             index_crc=0,
-            meta_crc=0,
+            meta_crc=self._meta_crc,
             windows_crc=0,
             aux_crc=0,
         )
+
+    def _check_window(self, window_id: int, f: WriteFrame) -> None:
+        """A frame of a block is of its window, LATE (an earlier window) or QUARANTINED."""
+        flags = f.flags or 0
+        if flags & FrameFlags.QUARANTINED or not 0 <= f.timestamp_ns <= _U64_MAX:
+            return  # quarantined frames may carry any stamp; a bad one fails in _submit
+        own = window_of(f.timestamp_ns, self.window_ns)
+        if flags & FrameFlags.LATE:
+            if own >= window_id:
+                raise ValueError(
+                    f"{self.path}: stream {f.stream_id} frame at {f.timestamp_ns} ns is flagged "
+                    f"LATE but belongs to window {own}, not before window {window_id}"
+                )
+        elif own != window_id:
+            raise ValueError(
+                f"{self.path}: stream {f.stream_id} frame at {f.timestamp_ns} ns belongs to "
+                f"window {own}, not {window_id}; flag it LATE or QUARANTINED"
+            )
 
     def _submit(
         self,
@@ -398,6 +423,9 @@ class HyperframeWriter:
         size = view.nbytes
         if size > _U32_MAX:
             raise ValueError(f"stream {stream_id}: payload of {size} bytes exceeds 4 GiB")
+        problem = self.streams[stream_id].size_problem(size)
+        if problem is not None:
+            raise ValueError(f"{self.path}: {problem}")
         if flags is None:
             flags = self._hw_default[stream_id]
         if flags & ~_USER_FLAGS:
@@ -541,6 +569,28 @@ def _header_bits(flags: np.ndarray) -> int:
     return int(bits)
 
 
+def file_span(window_ids: np.ndarray, timestamps: np.ndarray, window_ns: int) -> tuple[int, int]:
+    """The header span: the windows of the file and the window of every indexed frame.
+
+    A late frame written into a later segment widens that segment's span back
+    to its own window, so every frame lies inside the span of its file.
+    Clamped to 0..2**64-1. ``(0, 0)`` for a file without windows.
+    """
+    ids = [int(window_ids.min()), int(window_ids.max())] if len(window_ids) else []
+    if len(timestamps):
+        ids += [
+            window_of(int(timestamps.min()), window_ns),
+            window_of(int(timestamps.max()), window_ns),
+        ]
+    if not ids:
+        return 0, 0
+    lo, hi = min(ids), max(ids)
+    return (
+        min(max(0, lo * window_ns), _U64_MAX),
+        min(max(0, (hi + 1) * window_ns), _U64_MAX),
+    )
+
+
 def write_trailer(
     fd: int,
     end: int,
@@ -553,15 +603,25 @@ def write_trailer(
     """Append index, aux table, window table and metadata after ``end``; finalize the header.
 
     Shared by the writer and by recovery. ``entries`` and ``aux`` are in write
-    order; they are sorted here by (stream_id, timestamp_ns, stream_index).
-    The file is fsynced before and after the header is marked finalized.
+    order; quarantined entries go to the quarantine table (write order), the
+    rest are sorted here by (stream_id, timestamp_ns, stream_index). The file
+    is fsynced before and after the header is marked finalized.
     """
+    quarantined = (entries["flags"] & FrameFlags.QUARANTINED) != 0
+    quarantine = np.zeros(int(quarantined.sum()), QUARANTINE_DTYPE)
+    for name in INDEX_DTYPE.names or ():
+        quarantine[name] = entries[name][quarantined]
+    for name in AUX_DTYPE.names or ():
+        quarantine[name] = aux[name][quarantined]
+    entries, aux = entries[~quarantined], aux[~quarantined]
     order = np.lexsort((entries["stream_index"], entries["timestamp_ns"], entries["stream_id"]))
     index = entries[order]
     aux_sorted = aux[order]
     windows = np.sort(windows, order="window_id")
     meta_bytes = encode_meta(meta)
     parts = [index.tobytes(), aux_sorted.tobytes(), windows.tobytes(), meta_bytes]
+    if len(quarantine):  # absent (offset and size 0) when nothing was quarantined
+        parts.insert(3, quarantine.tobytes())
     offsets = []
     pos = end + pad_len(end)
     buffers: list[BytesLike] = [bytes(pos - end)]
@@ -575,18 +635,20 @@ def write_trailer(
     write_all(fd, buffers)
     os.ftruncate(fd, pos)
     os.fsync(fd)
-    window_ns = meta.window_ns
+    start_ns, end_ns = file_span(windows["window_id"], index["timestamp_ns"], meta.window_ns)
+    q_offset = offsets[3] if len(quarantine) else 0
     header = Header(
-        flags=_header_bits(index["flags"]) | HeaderFlags.FINALIZED,
-        start_ns=max(0, int(windows["window_id"][0]) * window_ns) if len(windows) else 0,
-        end_ns=max(0, (int(windows["window_id"][-1]) + 1) * window_ns) if len(windows) else 0,
+        flags=_header_bits(np.concatenate([index["flags"], quarantine["flags"]]))
+        | HeaderFlags.FINALIZED,
+        start_ns=start_ns,
+        end_ns=end_ns,
         frame_count=len(index),
         stream_count=len(meta.streams),
         index_offset=offsets[0],
         index_size=len(parts[0]),
-        window_ns=window_ns,
+        window_ns=meta.window_ns,
         data_offset=data_offset,
-        meta_offset=offsets[3],
+        meta_offset=offsets[-1],
         meta_size=len(meta_bytes),
         windows_offset=offsets[2],
         windows_size=len(parts[2]),
@@ -597,6 +659,10 @@ def write_trailer(
         meta_crc=crc32c(meta_bytes),
         windows_crc=crc32c(parts[2]),
         aux_crc=crc32c(parts[1]),
+        quarantine_offset=q_offset,
+        quarantine_size=quarantine.nbytes,
+        quarantine_count=len(quarantine),
+        quarantine_crc=crc32c(parts[3]) if len(quarantine) else 0,
     )
     os.pwrite(fd, header.encode(), 0)
     os.fsync(fd)

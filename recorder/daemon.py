@@ -43,7 +43,7 @@ from hyperframes.writer import HyperframeWriter, WriteFrame
 from recorder.config import VehicleConfig
 from recorder.diskpolicy import decide, free_bytes
 from recorder.engine import ClosedWindow, WindowEngine
-from recorder.ingest import IngestFrame
+from recorder.ingest import FrameRouter, IngestFrame
 from recorder.ingest_mqtt import MqttSource
 from recorder.ingest_zmq import ZmqSource
 from recorder.metrics import (
@@ -408,8 +408,18 @@ class Recorder:
             await self._finish_sink()
             self._close_resources()
 
+    def _routers(self) -> list[FrameRouter]:
+        routers = [z.router for z in self.zmq_sources]
+        return routers if self.mqtt is None else [*routers, self.mqtt.router]
+
+    def _flush_routers(self) -> None:
+        """Sequence gaps still open when ingest stops are final: count them as lost."""
+        for router in self._routers():
+            router.flush()
+
     def _count_abandoned(self) -> None:
         """Count what a cut-short shutdown leaves unwritten (nothing after an orderly one)."""
+        self._flush_routers()
         left: list[IngestFrame] = []
         while not self._queue.empty():
             item = self._queue.get_nowait()
@@ -449,6 +459,7 @@ class Recorder:
         self._stop_ingest.set()
         sources = [t for n, t in self._tasks.items() if n.startswith(("zmq-", "mqtt"))]
         await asyncio.gather(*sources)
+        self._flush_routers()
         await self._queue.put(None)
         await self._tasks["pump"]
         await self._tasks["writer"]
@@ -484,11 +495,18 @@ class Recorder:
         await self._wq.put(None)
 
     async def _ticker(self) -> None:
+        last_expire = 0.0
         while not self._stop_ingest.is_set():
             await asyncio.sleep(self._tick_s)
             closed = self.engine.tick(time.monotonic_ns())
             if closed:
                 await self._emit(closed)
+            now = time.monotonic()
+            if now - last_expire >= 0.5:  # sequence gaps past their horizon count as lost
+                last_expire = now
+                wall = time.time_ns()
+                for router in self._routers():
+                    router.expire(wall)
 
     async def _emit(self, closed: Iterable[Window]) -> None:
         async with self._emit_lock:  # windows enter the write queue in engine order
@@ -500,6 +518,11 @@ class Recorder:
     def _account(self, w: Window) -> None:
         st = self.stats
         st.windows_closed += 1
+        clock = self.engine.clock
+        if clock is not None and clock.reanchors > st.clock_reanchors:
+            _log.warning("every sensor clock moved at once: re-anchored plausibility checks "
+                         "(%d times so far)", clock.reanchors)  # fmt: skip
+            st.clock_reanchors = clock.reanchors
         if w.missing:
             st.incomplete_windows += 1
         for sid, counters in st.streams.items():

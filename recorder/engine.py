@@ -8,15 +8,19 @@ holds ``(k*L, (k+1)*L]``).
 
 Rules, in the order the engine applies them to a pushed frame:
 
-1. **Quarantine.** A timestamp that jumps implausibly is kept but quarantined:
-   more than ``max_jump_ns`` *behind* the stream's highest good timestamp (a
-   clock reset to 1970), or more than ``max_jump_ns`` *ahead* of that
-   timestamp extrapolated by the host time elapsed since it arrived (hours in
-   the future). A stream's first frame is checked the same way against the
-   newest good frame of any stream; the very first frame the engine sees is
-   trusted. Quarantined frames open no window, move no watermark, do not
-   count as a sign of life, and come out in the ``quarantined`` bucket of the
-   next window to close.
+1. **Plausibility** (:mod:`recorder.clock`). The frame's offset from the host
+   clock (``timestamp_ns - host_ns``) is judged against the offset the
+   sensors agree on, never against a single frame: at start the engine holds
+   frames for ``settle_ns`` (default: ``grace_ns``) and anchors on the
+   freshest offset two streams agree on, so a backlog delivered at start
+   (minutes old) is quarantined and the fresh frames are windowed. Later, a
+   frame more than ``max_jump_ns`` from the anchor is held until the next
+   plausible frame condemns it (quarantined), or, if for ``reanchor_ns``
+   (default: ``grace_ns``) no frame agrees with the anchor, every clock moved
+   and the engine re-anchors.
+   Quarantined frames open no window, move no watermark, do not count as a
+   sign of life, and come out in the ``quarantined`` bucket of the next
+   window to close.
 2. **Late.** A good frame whose window is already closed is kept and comes
    out in the ``late`` bucket of the next window to close (windows must leave
    in strictly increasing order, so it cannot go back to its own).
@@ -53,6 +57,7 @@ from dataclasses import dataclass, replace
 from typing import Generic, Protocol, TypeVar
 
 from hyperframes.windows import window_end, window_of, window_start
+from recorder.clock import ClockAnchor
 from recorder.errors import UnknownStreamError
 
 __all__ = [
@@ -154,8 +159,6 @@ class _Stream:
     counters: StreamCounters
     live: bool = True
     watermark: int | None = None  # highest on-time timestamp
-    ref_ts: int | None = None  # highest good (non-quarantined) timestamp
-    ref_host: int = 0  # host time at which ref_ts arrived
 
 
 class WindowEngine(Generic[FrameT]):
@@ -164,9 +167,12 @@ class WindowEngine(Generic[FrameT]):
     ``stream_ids`` are every stream the engine will see; ``window_ns`` the
     window length ``L``; ``grace_ns`` the longest host time a window waits as
     the oldest open window; ``max_jump_ns`` the plausibility bound for
-    timestamps (``None`` turns quarantine off); ``reorder_ns`` the slack for
-    frames arriving slightly out of order across a window boundary. See the
-    module docstring for the rules.
+    timestamps (``None`` turns quarantine off); ``settle_ns`` how long frames
+    wait at start before the engine anchors on the clock the sensors agree on,
+    and ``reanchor_ns`` how long every frame may disagree with that clock
+    before it re-anchors (both default to ``grace_ns``); ``reorder_ns`` the
+    slack for frames arriving slightly out of order across a window boundary.
+    See the module docstring for the rules.
 
     Every method that may close windows returns them as a list, oldest
     first; across all calls window ids are strictly increasing.
@@ -180,6 +186,8 @@ class WindowEngine(Generic[FrameT]):
         grace_ns: int,
         max_jump_ns: int | None = DEFAULT_MAX_JUMP_NS,
         reorder_ns: int = 0,
+        settle_ns: int | None = None,
+        reanchor_ns: int | None = None,
     ) -> None:
         ids = list(stream_ids)
         if not ids:
@@ -197,7 +205,15 @@ class WindowEngine(Generic[FrameT]):
             raise ValueError(f"reorder_ns must be >= 0, got {reorder_ns}")
         self._window_ns = window_ns
         self._grace_ns = grace_ns
-        self._max_jump_ns = max_jump_ns
+        self._clock: ClockAnchor[FrameT] | None = (
+            None
+            if max_jump_ns is None
+            else ClockAnchor(
+                max_jump_ns,
+                grace_ns if settle_ns is None else settle_ns,
+                grace_ns if reanchor_ns is None else reanchor_ns,
+            )
+        )
         self._reorder_ns = reorder_ns
         self._streams: dict[int, _Stream] = {i: _Stream(StreamCounters()) for i in ids}
         self._open: dict[int, list[FrameT]] = {}
@@ -208,7 +224,7 @@ class WindowEngine(Generic[FrameT]):
         self._quarantined: list[FrameT] = []
         self._pending_since: int | None = None  # host time the oldest carried frame arrived
         self._host_ns: int | None = None
-        self._latest: tuple[int, int] | None = None  # (highest good timestamp, its host time)
+        self._latest: int | None = None  # highest good timestamp
 
     # -- public API ----------------------------------------------------------
 
@@ -240,7 +256,12 @@ class WindowEngine(Generic[FrameT]):
     @property
     def latest_ns(self) -> int | None:
         """The highest non-quarantined timestamp seen: the engine's notion of time."""
-        return None if self._latest is None else self._latest[0]
+        return self._latest
+
+    @property
+    def clock(self) -> ClockAnchor[FrameT] | None:
+        """The plausibility judge (``None`` when quarantine is off)."""
+        return self._clock
 
     @property
     def open_window_ids(self) -> tuple[int, ...]:
@@ -257,33 +278,23 @@ class WindowEngine(Generic[FrameT]):
         if stream is None:
             raise UnknownStreamError(frame.stream_id, self._streams)
         host = self._advance_host(host_ns)
-        ts = frame.timestamp_ns
         stream.counters.frames += 1
         stream.counters.nbytes += frame.size
-        if self._implausible(stream, ts, host):
-            stream.counters.quarantined += 1
-            self._carry(self._quarantined, frame, host)
+        if self._clock is None:
+            self._place(frame, True, host)
         else:
-            self._note_good(stream, ts, host)
-            wid = window_of(ts, self._window_ns)
-            if self._closed_through is not None and wid <= self._closed_through:
-                stream.counters.late += 1
-                self._carry(self._late, frame, host)
-            else:
-                stream.live = True
-                if stream.watermark is None or ts > stream.watermark:
-                    stream.watermark = ts
-                bucket = self._open.get(wid)
-                if bucket is None:
-                    self._open[wid] = [frame]
-                    heapq.heappush(self._heap, wid)
-                else:
-                    bucket.append(frame)
+            for item, plausible in self._clock.offer(frame, frame.stream_id, frame.timestamp_ns,
+                                                     host):  # fmt: skip
+                self._place(item, plausible, host)
         return self._close_ready(host)
 
     def tick(self, host_ns: int) -> list[ClosedWindow[FrameT]]:
         """Let host time pass without a frame; return windows whose grace expired."""
-        return self._close_ready(self._advance_host(host_ns))
+        host = self._advance_host(host_ns)
+        if self._clock is not None:
+            for item, plausible in self._clock.poll(host):
+                self._place(item, plausible, host)
+        return self._close_ready(host)
 
     def flush(self) -> list[ClosedWindow[FrameT]]:
         """Close every open window, oldest first, and emit every carried frame (shutdown).
@@ -292,6 +303,10 @@ class WindowEngine(Generic[FrameT]):
         window are late from then on.
         """
         out: list[ClosedWindow[FrameT]] = []
+        if self._clock is not None:
+            host = self._host_ns or 0
+            for item, plausible in self._clock.drain():
+                self._place(item, plausible, host)
         if self._heap:
             self._close_through(max(self._heap), out)
         if self._late or self._quarantined:
@@ -306,22 +321,30 @@ class WindowEngine(Generic[FrameT]):
             self._host_ns = host_ns
         return self._host_ns
 
-    def _implausible(self, stream: _Stream, ts: int, host: int) -> bool:
-        if self._max_jump_ns is None:
-            return False
-        ref = (stream.ref_ts, stream.ref_host) if stream.ref_ts is not None else self._latest
-        if ref is None:
-            return False
-        ref_ts, ref_host = ref
-        if ts < ref_ts - self._max_jump_ns:
-            return True
-        return ts > ref_ts + (host - ref_host) + self._max_jump_ns
-
-    def _note_good(self, stream: _Stream, ts: int, host: int) -> None:
-        if stream.ref_ts is None or ts >= stream.ref_ts:
-            stream.ref_ts, stream.ref_host = ts, host
-        if self._latest is None or ts >= self._latest[0]:
-            self._latest = (ts, host)
+    def _place(self, frame: FrameT, plausible: bool, host: int) -> None:
+        """Put a judged frame in its window, or in the late or quarantined bucket."""
+        stream = self._streams[frame.stream_id]
+        ts = frame.timestamp_ns
+        if not plausible:
+            stream.counters.quarantined += 1
+            self._carry(self._quarantined, frame, host)
+            return
+        if self._latest is None or ts > self._latest:
+            self._latest = ts
+        wid = window_of(ts, self._window_ns)
+        if self._closed_through is not None and wid <= self._closed_through:
+            stream.counters.late += 1
+            self._carry(self._late, frame, host)
+            return
+        stream.live = True
+        if stream.watermark is None or ts > stream.watermark:
+            stream.watermark = ts
+        bucket = self._open.get(wid)
+        if bucket is None:
+            self._open[wid] = [frame]
+            heapq.heappush(self._heap, wid)
+        else:
+            bucket.append(frame)
 
     def _carry(self, bucket: list[FrameT], frame: FrameT, host: int) -> None:
         bucket.append(frame)

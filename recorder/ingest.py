@@ -21,6 +21,7 @@ from typing import Final
 from hyperframes._crc import BytesLike
 from recorder.config import StreamConfig
 from recorder.metrics import DropReason, RecorderStats
+from recorder.sequence import SeqTracker, SeqVerdict
 from recorder.wire import WireError, WireFlags, decode_message, decode_multipart
 
 __all__ = [
@@ -85,9 +86,11 @@ class FrameRouter:
     ``streams`` are the streams of one transport; messages on other topics are
     dropped as ``unknown-topic``. Malformed messages are counted per stream
     (or unattributed) under their :data:`recorder.wire.REASONS` label and
-    logged, rate-limited per (stream, reason). A ``seq`` that skips numbers
-    counts the skipped frames as drops (``sequence-gap``); a ``seq`` that goes
-    back (sensor restart, MQTT redelivery) is accepted and restarts tracking.
+    logged, rate-limited per (stream, reason). Sequence numbers follow
+    :mod:`recorder.sequence`: a number that never arrives (within 1024
+    numbers or 5 s) is counted as a ``sequence-gap`` drop, an exact re-send
+    (same seq and timestamp) is dropped as ``duplicate``, and a restarted
+    counter starts tracking afresh.
     """
 
     def __init__(
@@ -104,7 +107,8 @@ class FrameRouter:
             stats.add_stream(s.id, s.name)
         self._stats = stats
         self._max_payload = max_payload
-        self._last_seq: dict[int, int] = {}
+        self._seq: dict[int, SeqTracker] = {}
+        self._names = {s.id: s.name for s in self._by_topic.values()}
         self._log = RateLimitedLog(_log, log_period_s)
 
     @property
@@ -146,7 +150,27 @@ class FrameRouter:
         return self._accept(stream, header.timestamp_ns, header.seq, header.flags,
                             header.duration_ns, payload, receive_ns)  # fmt: skip
 
+    def expire(self, now_ns: int) -> None:
+        """Count sequence gaps that have waited past the horizon (call now and then)."""
+        for sid, tracker in self._seq.items():
+            self._count_lost(sid, tracker.expire(now_ns))
+
+    def flush(self) -> None:
+        """Count every open sequence gap as lost (shutdown)."""
+        for sid, tracker in self._seq.items():
+            self._count_lost(sid, tracker.flush())
+
     # --- internals ----------------------------------------------------------
+
+    def _count_lost(self, stream_id: int, lost: int) -> None:
+        if not lost:
+            return
+        self._stats.streams[stream_id].record_drop(DropReason.SEQUENCE_GAP, lost)
+        name = self._names[stream_id]
+        self._log.warning(
+            (name, "seq-gap"), "stream %s: %d sequence numbers never arrived "
+            "(frames lost before the recorder)", name, lost,
+        )  # fmt: skip
 
     def _accept(
         self,
@@ -157,18 +181,25 @@ class FrameRouter:
         duration_ns: int,
         payload: memoryview,
         receive_ns: int,
-    ) -> IngestFrame:
+    ) -> IngestFrame | None:
         counters = self._stats.streams[stream.id]
-        last = self._last_seq.get(stream.id)
-        if last is not None and seq > last + 1:
-            gap = seq - last - 1
-            counters.record_drop(DropReason.SEQUENCE_GAP, gap)
+        tracker = self._seq.get(stream.id)
+        if tracker is None:
+            tracker = self._seq[stream.id] = SeqTracker()
+        result = tracker.observe(seq, timestamp_ns, receive_ns)
+        self._count_lost(stream.id, result.lost)
+        if result.verdict is SeqVerdict.DUPLICATE:
+            counters.record_drop(DropReason.DUPLICATE)
             self._log.warning(
-                (stream.name, "seq-gap"),
-                "stream %s: seq jumped from %d to %d, %d frames lost before the recorder",
-                stream.name, last, seq, gap,
+                (stream.name, DropReason.DUPLICATE), "stream %s: dropped a duplicate of seq %d "
+                "(t=%d ns), already received", stream.name, seq, timestamp_ns,
             )  # fmt: skip
-        self._last_seq[stream.id] = seq
+            return None
+        if result.verdict is SeqVerdict.RESTART:
+            self._log.warning(
+                (stream.name, "seq-restart"), "stream %s: seq went back to %d with newer data: "
+                "the sender restarted its numbering", stream.name, seq,
+            )  # fmt: skip
         counters.record_frame(payload.nbytes)
         return IngestFrame(
             stream.id, timestamp_ns, payload, flags & INGEST_FLAGS, seq, receive_ns, duration_ns

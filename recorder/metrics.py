@@ -50,6 +50,8 @@ class DropReason(enum.StrEnum):
     """Recording stopped by the disk policy."""
     SEQUENCE_GAP = "sequence-gap"
     """Frames the sensor numbered but never delivered (seen as a sequence gap)."""
+    DUPLICATE = "duplicate"
+    """An exact re-send (same stream, seq and timestamp): not stored twice, and no data lost."""
     WRITE_ERROR = "write-error"
     """The segment file could not be written (I/O error); the segment was aborted."""
     SHUTDOWN = "shutdown"
@@ -103,8 +105,13 @@ class StreamCounters:
 
     @property
     def dropped(self) -> int:
-        """All frames dropped, whatever the reason."""
-        return sum(dict(self.drops).values())
+        """Frames lost, whatever the reason (duplicates are not lost data: not counted)."""
+        return sum(n for r, n in dict(self.drops).items() if r != DropReason.DUPLICATE)
+
+    @property
+    def duplicates(self) -> int:
+        """Exact re-sends that were dropped."""
+        return self.drops.get(DropReason.DUPLICATE, 0)
 
     @property
     def compression_ratio(self) -> float | None:
@@ -137,6 +144,10 @@ class RecorderStats:
     incomplete_windows: int = 0
     segments_written: int = 0
     segments_deleted: int = 0
+    segments_recovered: int = 0
+    segments_damaged: int = 0
+    clock_reanchors: int = 0
+    mqtt_sessions_lost: int = 0
     write_queue_depth: int = 0
     disk_free_bytes: int | None = None
     recording: bool = True
@@ -210,6 +221,9 @@ class RecorderStats:
         if ratio is not None:
             parts.append(f"ratio {ratio:.2f}:1")
         parts.append(f"dropped {self.dropped}")
+        duplicates = sum(s.duplicates for s in streams)
+        if duplicates:
+            parts.append(f"duplicates {duplicates}")
         late = sum(s.late for s in streams)
         quarantined = sum(s.quarantined for s in streams)
         if late:
@@ -314,6 +328,26 @@ def _collect(stats: RecorderStats) -> Iterable[Any]:
         "hyperframes_segments_deleted",
         "Old segments deleted by the disk policy.",
         value=stats.segments_deleted,
+    )
+    yield CounterMetricFamily(
+        "hyperframes_segments_recovered",
+        "Segments left unfinalized by a crash and recovered at start.",
+        value=stats.segments_recovered,
+    )
+    yield CounterMetricFamily(
+        "hyperframes_segments_damaged",
+        "Unfinalized segments with nothing recoverable, moved to damaged/ at start.",
+        value=stats.segments_damaged,
+    )
+    yield CounterMetricFamily(
+        "hyperframes_clock_reanchors",
+        "Times every sensor clock moved at once and the recorder re-anchored on it.",
+        value=stats.clock_reanchors,
+    )
+    yield CounterMetricFamily(
+        "hyperframes_mqtt_sessions_lost",
+        "MQTT reconnects where the broker had lost the session (queued QoS 1 frames lost).",
+        value=stats.mqtt_sessions_lost,
     )
     yield GaugeMetricFamily(
         "hyperframes_write_queue_depth",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 
 from hyperframes import FrameFlags
@@ -51,7 +52,9 @@ def test_late_and_jumping_frames_are_kept_and_flagged(tmp_path: Path) -> None:
 
     def publish(endpoint: str) -> None:
         with ZmqPublisher(endpoint, send_timeout_ms=10_000) as pub:
-            for topic, ts in plan:
+            for i, (topic, ts) in enumerate(plan):
+                if i == 100:  # let the recorder settle its clock and close the first windows
+                    time.sleep(0.8)
                 pub.send(topic, ts, sample)
 
     async def main() -> None:
@@ -72,10 +75,16 @@ def test_late_and_jumping_frames_are_kept_and_flagged(tmp_path: Path) -> None:
     with HyperframeReader(files[0]) as r:
         flags = {
             (r.streams[int(e["stream_id"])].name, int(e["timestamp_ns"])): int(e["flags"])
-            for e in r.index
+            for e in (*r.index, *r.quarantine())
         }
+        quarantined = {(r.streams[int(e["stream_id"])].name, int(e["timestamp_ns"]))
+                       for e in r.quarantine()}
         windows = r.window_count()
+        # quarantined stamps stay out of the index, the windows and the header span
+        assert r.start_ns <= min(int(t) for t in r.index["timestamp_ns"])
+        assert r.end_ns - r.start_ns < 2_000 * MS
     assert set(flags) == set(plan)  # nothing lost, nothing invented
+    assert quarantined == {("imu", 1_000), ("imu", T0 + 10 * HOUR)}
     assert flags[("imu", 1_000)] & FrameFlags.QUARANTINED
     assert flags[("imu", T0 + 10 * HOUR)] & FrameFlags.QUARANTINED
     assert flags[("lidar", T0 + 3 + 20 * MS)] & FrameFlags.LATE

@@ -65,9 +65,12 @@ def engine(
     grace_ns: int = 500 * MS,
     max_jump_ns: int | None = 10 * S,
     reorder_ns: int = 0,
+    settle_ns: int = 0,
 ) -> WindowEngine[Frame]:
+    # settle_ns=0: the first frame anchors the clock at once (settling has its own tests)
     return WindowEngine(
-        streams, window_ns=L, grace_ns=grace_ns, max_jump_ns=max_jump_ns, reorder_ns=reorder_ns
+        streams, window_ns=L, grace_ns=grace_ns, max_jump_ns=max_jump_ns, reorder_ns=reorder_ns,
+        settle_ns=settle_ns,
     )
 
 
@@ -321,11 +324,13 @@ def test_clock_jump_is_quarantined_without_windows_or_time(jump: str) -> None:
     assert eng.push(bad, latest) == []
     assert eng.open_window_ids == opened  # no window for it, not millions of them
     assert eng.latest_ns == latest  # time did not move
+    assert eng.clock is not None and eng.clock.held == 1  # in doubt until the next good frame
+    after = rig(BASE + 1 * S, BASE + 2 * S)
+    more = push_all(eng, after[:1])
     assert eng.counters[CAM].quarantined == 1
     assert eng.counters[CAM].late == 0
 
-    after = rig(BASE + 1 * S, BASE + 2 * S)
-    more = push_all(eng, after)
+    more += push_all(eng, after[1:])
     assert more[0].window_id == K0 + 9
     assert more[0].quarantined == (bad,)
     assert more[0].stats.quarantined[CAM] == 1
@@ -363,6 +368,7 @@ def test_first_frame_of_a_stream_is_checked_against_the_others() -> None:
     eng = engine([0, 1])
     eng.push(frame(0, BASE + 50 * MS), BASE + 50 * MS)
     eng.push(frame(1, 50 * MS), BASE + 60 * MS)
+    eng.push(frame(0, BASE + 70 * MS), BASE + 70 * MS)
     assert eng.counters[1].quarantined == 1
 
 
