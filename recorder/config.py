@@ -193,6 +193,7 @@ class VehicleConfig:
     fsync_interval_s: float = 1.0
     grace_ms: float = 500.0
     max_payload_mb: float = 64.0
+    recover_on_start: bool = True
     disk: DiskConfig = DiskConfig()
     metrics: MetricsConfig = MetricsConfig()
     zmq: tuple[ZmqSocketConfig, ...] = ()
@@ -454,8 +455,8 @@ def _check_unique(
 
 _TOP_KEYS = (
     "vehicle_id", "output_dir", "window_ms", "segment_seconds", "segment_max_mb",
-    "fsync_interval_s", "grace_ms", "max_payload_mb", "disk", "metrics", "zmq", "mqtt",
-    "streams",
+    "fsync_interval_s", "grace_ms", "max_payload_mb", "recover_on_start", "disk", "metrics",
+    "zmq", "mqtt", "streams",
 )  # fmt: skip
 
 
@@ -542,6 +543,7 @@ def _parse(data: object, source: str | None) -> VehicleConfig:
         fsync_interval_s=s.get("fsync_interval_s", _positive(60), 1.0),
         grace_ms=s.get("grace_ms", _positive(3_600_000, zero_ok=True), 500.0),
         max_payload_mb=s.get("max_payload_mb", _positive(4095), 64.0),
+        recover_on_start=s.get("recover_on_start", _bool, True),
         disk=_disk(s.data["disk"]) if s.has("disk") else DiskConfig(),
         metrics=_metrics(s.data["metrics"]) if s.has("metrics") else MetricsConfig(),
         zmq=zmq,

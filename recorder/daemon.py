@@ -30,6 +30,7 @@ import asyncio
 import contextlib
 import logging
 import signal
+import threading
 import time
 from collections.abc import Callable, Coroutine, Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -46,6 +47,7 @@ from recorder.engine import ClosedWindow, WindowEngine
 from recorder.ingest import FrameRouter, IngestFrame
 from recorder.ingest_mqtt import MqttSource
 from recorder.ingest_zmq import ZmqSource
+from recorder.leftovers import DAMAGED_DIR, Outcome, recover_leftovers
 from recorder.metrics import (
     DropReason,
     PrometheusExporter,
@@ -95,7 +97,11 @@ class SegmentSink:
             round(config.segment_seconds * 1e9) if config.segment_seconds else None,
             config.segment_max_mb * _MB if config.segment_max_mb else None,
         )
-        self.seq = next_sequence((p.name for p in self.dir.iterdir()), config.vehicle_id)
+        damaged = self.dir / DAMAGED_DIR
+        names = [p.name for p in self.dir.iterdir()]
+        if damaged.is_dir():  # a leftover moved aside keeps its number too
+            names += [p.name for p in damaged.iterdir()]
+        self.seq = next_sequence(names, config.vehicle_id)
         self.finalized: list[Path] = []
         self._streams = [s.info for s in config.streams]
         self._codecs = {s.id: s.codec for s in config.streams}
@@ -324,6 +330,8 @@ class Recorder:
         self._executor: ThreadPoolExecutor | None = None
         self._entered = False
         self.failed: BaseException | None = None
+        self.recovered: list[Outcome] = []
+        """What recovery on start did with each leftover ``.tmp`` (once it has run)."""
 
     # --- public -------------------------------------------------------------
 
@@ -351,6 +359,12 @@ class Recorder:
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="hf-writer")
         loop = asyncio.get_running_loop()
         self.sink = await loop.run_in_executor(self._executor, SegmentSink, cfg, self.stats)
+        # listed before the first segment opens: every .tmp here is a crash's leftover
+        leftovers = (
+            list_segments(cfg.output_dir, cfg.vehicle_id, unfinished=True)
+            if cfg.recover_on_start
+            else []
+        )
         queue: asyncio.Queue[IngestFrame] = self._queue  # type: ignore[assignment]
         try:
             for z in cfg.zmq:
@@ -379,6 +393,8 @@ class Recorder:
         self._spawn("writer", self._writer())
         self._spawn("ready", self._ready())
         self._spawn("keepalive", self.notifier.keepalive(self._status, self._status_period_s))
+        if leftovers:
+            self._spawn("recover", self._recover(leftovers))
         return self
 
     async def __aexit__(
@@ -547,6 +563,22 @@ class Recorder:
                 break
             await loop.run_in_executor(ex, sink.write, item)
         await loop.run_in_executor(ex, sink.close)
+
+    async def _recover(self, leftovers: list[Path]) -> None:
+        """Finish the crash leftovers on a thread of their own while recording goes on."""
+        _log.warning("recovery on start: %d unfinished segment(s): %s", len(leftovers),
+                     ", ".join(p.name for p in leftovers))  # fmt: skip
+        stop = threading.Event()
+        ex = ThreadPoolExecutor(1, thread_name_prefix="hf-recover")
+        try:
+            self.recovered = await asyncio.get_running_loop().run_in_executor(
+                ex, recover_leftovers, leftovers, self.stats, stop
+            )
+        except Exception:  # a bug in recovery must not stop the recording
+            _log.exception("recovery on start failed; the .tmp files stay for the next start")
+        finally:
+            stop.set()  # on cancellation: finish the file in hand, start no other
+            ex.shutdown(wait=False)
 
     async def _finish_sink(self) -> None:
         """Finalize whatever segment is still open (after a failure or a timeout)."""

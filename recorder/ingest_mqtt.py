@@ -16,6 +16,7 @@ import logging
 import ssl
 import time
 from collections.abc import Iterable
+from typing import Any
 
 import aiomqtt
 
@@ -36,6 +37,21 @@ def _tls_context(cfg: MqttConfig) -> ssl.SSLContext | None:
     if t.cert_file is not None and t.key_file is not None:
         ctx.load_cert_chain(str(t.cert_file), str(t.key_file))
     return ctx
+
+
+class _SessionClient(aiomqtt.Client):
+    """aiomqtt's client, remembering whether the broker resumed our persistent session.
+
+    aiomqtt drops the CONNACK flags; its ``_on_connect`` hook is the one place
+    that sees them. If a later aiomqtt renames the hook, ``session_present``
+    stays ``None`` and only this counter is lost.
+    """
+
+    session_present: bool | None = None
+
+    def _on_connect(self, client: Any, userdata: Any, flags: Any, *args: Any) -> None:
+        self.session_present = bool(getattr(flags, "session_present", False))
+        super()._on_connect(client, userdata, flags, *args)
 
 
 class MqttSource:
@@ -78,7 +94,7 @@ class MqttSource:
 
     async def _session(self, stopping: asyncio.Event) -> None:
         cfg = self.config
-        async with aiomqtt.Client(
+        async with _SessionClient(
             cfg.host,
             cfg.port,
             username=cfg.username,
@@ -91,6 +107,16 @@ class MqttSource:
         ) as client:
             for s in self._streams:
                 await client.subscribe(s.topic, qos=s.qos if s.qos is not None else 1)
+            if client.session_present is False and self.connects:
+                # the broker forgot us (restart without persistence, session expiry):
+                # what it queued for us while we were away is gone; seq gaps will show it
+                self._stats.mqtt_sessions_lost += 1
+                _log.warning(
+                    "mqtt %s:%d: the broker did not resume our session; frames it "
+                    "queued while we were disconnected are lost",
+                    cfg.host,
+                    cfg.port,
+                )
             self.connects += 1
             self.connected.set()
             _log.info("mqtt %s:%d: connected, %d topics subscribed", cfg.host, cfg.port,

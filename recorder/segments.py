@@ -79,13 +79,18 @@ def next_sequence(names: Iterable[str], vehicle: str) -> int:
     return max(seqs) + 1 if seqs else 0
 
 
-def list_segments(directory: str | os.PathLike[str], vehicle: str) -> list[Path]:
-    """Finalized segments of ``vehicle`` in ``directory``, oldest first (by seq)."""
+def list_segments(
+    directory: str | os.PathLike[str], vehicle: str, *, unfinished: bool = False
+) -> list[Path]:
+    """Finalized segments of ``vehicle`` in ``directory``, oldest first (by seq).
+
+    With ``unfinished`` the ``.tmp`` segments instead (what a crash left behind).
+    """
     found = []
     with os.scandir(directory) as it:
         for entry in it:
             p = parse_segment_name(entry.name)
-            if p is not None and p.vehicle == vehicle and not p.tmp and entry.is_file():
+            if p is not None and p.vehicle == vehicle and p.tmp == unfinished and entry.is_file():
                 found.append((p.seq, Path(entry.path)))
     return [path for _, path in sorted(found)]
 

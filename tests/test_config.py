@@ -173,6 +173,11 @@ def test_password_file_read_lazily(tmp_path: Path) -> None:
         (None, "the file is empty"),
         ([1, 2], "must be a mapping, got a list"),
         (cfg(windw_ms=100), "windw_ms: unknown key; did you mean 'window_ms'?"),
+        (
+            cfg(recover_on_star=True),
+            "recover_on_star: unknown key; did you mean 'recover_on_start'?",
+        ),
+        (cfg(recover_on_start="yes"), "recover_on_start: must be true or false, got a string"),
         (stream(1, codex="lz4"), "streams[1].codex: unknown key; did you mean 'codec'?"),
         (cfg(disk={"min_free": 5}), "disk.min_free: unknown key; did you mean 'min_free_mb'?"),
         (

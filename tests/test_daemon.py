@@ -301,6 +301,7 @@ def daemon(tmp_path: Path) -> Iterator[Callable[..., tuple[subprocess.Popen[byte
         conf = tmp_path / "car.yaml"
         conf.write_text(yaml.safe_dump(config_dict(out, port, **over)))
         notify = tmp_path / "n.sock"
+        notify.unlink(missing_ok=True)  # a restart binds it again
         ns = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         ns.bind(str(notify))
         ns.settimeout(10)

@@ -95,6 +95,8 @@ def test_broker_restart_loses_nothing_received(tmp_path: Path) -> None:
                 await _until(rec.mqtt.connected.is_set)
                 sent.extend(await asyncio.to_thread(_publish, port, 100, 100))
                 await _until(lambda: rec.stats.frames == 200)
+                # the new broker had no persistence: our session was gone, and that is counted
+                assert rec.stats.mqtt_sessions_lost == 1
 
     asyncio.run(main())
     [path] = list_segments(tmp_path / "out", "mqttcar")

@@ -162,6 +162,28 @@ def test_longer_header_from_a_newer_minor_version_is_read() -> None:
     assert header.header_size == 48 and header.seq == 2 and bytes(body) == payload
 
 
+GOLDEN_EXTENDED_HEX = (  # docs/INGEST.md: the golden header grown to 48 bytes by a later minor
+    "48465750" "01" "30" "0700" "0807060504030201" "2a00000000000000" "40420f00" "05000000"
+    "4cbb719a"  # payload_crc, still at offset 32
+    "1112131415161718"  # offsets 36..44: fields a later revision appended (skipped by v1)
+    "70687f90"  # header_crc at header_size - 4 = 44: CRC32C of bytes 0..44
+)
+
+
+def test_golden_extended_header_puts_the_crc_last() -> None:
+    raw = bytes.fromhex(GOLDEN_EXTENDED_HEX)
+    assert len(raw) == 48 and raw[5] == 48
+    assert struct.unpack_from("<I", raw, 44)[0] == crc32c(raw[:44])
+    header, body = decode_message(raw + b"hello")
+    assert header.header_size == 48 and header.seq == 42 and bytes(body) == b"hello"
+    # reading the CRC at offset 36 instead (the 40-byte position) is the mistake to avoid
+    bad = bytearray(raw)
+    bad[36:40] = raw[44:48]
+    with pytest.raises(WireError) as excinfo:
+        decode_message(bytes(bad) + b"hello")
+    assert _reason(excinfo) == "bad-header-crc"
+
+
 # --- malformed messages: each gives its reason ------------------------------------
 
 

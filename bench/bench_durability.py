@@ -1,0 +1,141 @@
+"""How much recorded data a power cut can take: the tail at risk (run by hand, not in CI).
+
+    python bench/bench_durability.py                  # vehicle profile, 20 s at 1x, ZMQ
+    python bench/bench_durability.py --seconds 30 --config configs/demo.yaml
+
+A frame is *at risk* from the moment the recorder receives it until an fsync
+that started after its window block was written has returned: before that a
+power cut can lose it (still in memory while its window waits to close, or
+written to the page cache but not yet on the disk). This runs the real daemon
+in-process on the real simulator at real time, and instruments it without
+changing what it does: it timestamps every ``os.fsync`` call (start, end) and
+every window block the writer writes (``HyperframeWriter._write_block``,
+with the receive time of each frame in it). For every frame it then reports
+
+- ``memory``: receive -> its block written (windows close, one window of
+  compression lag),
+- ``disk``: block written -> the end of the first fsync that started after,
+- ``total``: the two together, the window of data a power cut can take,
+
+as median, p99 and max in milliseconds, plus the fsync durations. The
+result goes into docs/OPERATIONS.md ("Power loss").
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import bisect
+import dataclasses
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from hyperframes import writer as writer_mod  # noqa: E402
+from recorder.config import parse_config  # noqa: E402
+from recorder.daemon import Recorder  # noqa: E402
+from recorder.sim import simulate  # noqa: E402
+
+FSYNCS: list[tuple[float, float]] = []  # (start, end), monotonic s
+BLOCKS: list[tuple[float, list[int]]] = []  # (written at, receive wall ns of its frames)
+
+
+def instrument() -> None:
+    """Time every fsync and every block write; behaviour is unchanged."""
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        t = time.monotonic()
+        real_fsync(fd)
+        FSYNCS.append((t, time.monotonic()))
+
+    os.fsync = fsync  # the writer calls os.fsync through the module attribute
+    real_write = writer_mod.HyperframeWriter._write_block
+
+    def write_block(self: Any, window_id: int, pending: list[Any], missing: Any) -> None:
+        real_write(self, window_id, pending, missing)
+        BLOCKS.append((time.monotonic(), [p.receive_ns for p in pending]))
+
+    writer_mod.HyperframeWriter._write_block = write_block  # type: ignore[method-assign]
+
+
+def config(path: Path, out: Path) -> Any:
+    doc = yaml.safe_load(path.read_text())
+    doc["output_dir"] = str(out)
+    doc["metrics"] = {"enabled": False}
+    doc["disk"] = {"min_free_mb": 256, "on_full": "stop"}
+    doc.pop("mqtt", None)
+    doc["zmq"] = {"endpoint": "tcp://127.0.0.1:0", "socket": "pull", "bind": True}
+    for s in doc["streams"]:
+        s["transport"] = "zmq"
+        s.pop("qos", None)
+    return parse_config(doc, str(path))
+
+
+async def run(cfg: Any, seconds: float) -> None:
+    async with Recorder(cfg) as rec:
+        await rec.ready.wait()
+        await simulate(_sender(cfg, rec.endpoints["default"]), seconds)
+        await asyncio.sleep(1.5)  # let the last windows close and one more fsync run
+
+
+def _sender(cfg: Any, endpoint: str | None) -> Any:
+    """The same config, pointed at the recorder's bound endpoint."""
+    assert endpoint is not None
+    return dataclasses.replace(cfg, zmq=(dataclasses.replace(cfg.zmq[0], endpoint=endpoint),))
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def report(offset_ns: int) -> None:
+    starts = [s for s, _ in FSYNCS]
+    memory, disk, total = [], [], []
+    for written, receives in BLOCKS:
+        k = bisect.bisect_left(starts, written)
+        if k == len(starts):
+            continue  # written after the last fsync of the run (shutdown)
+        durable = FSYNCS[k][1]
+        for r in receives:
+            received = (r - offset_ns) / 1e9
+            memory.append((written - received) * 1e3)
+            disk.append((durable - written) * 1e3)
+            total.append((durable - received) * 1e3)
+    durations = [(e - s) * 1e3 for s, e in FSYNCS]
+    print(f"{len(total)} frames in {len(BLOCKS)} blocks, {len(FSYNCS)} fsyncs")
+    print(f"{'ms':<8}{'median':>9}{'p99':>9}{'max':>9}")
+    for name, values in (("memory", memory), ("disk", disk), ("total", total),
+                         ("fsync", durations)):  # fmt: skip
+        print(f"{name:<8}{statistics.median(values):>9.0f}{pct(values, 0.99):>9.0f}"
+              f"{max(values):>9.0f}")  # fmt: skip
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--config", type=Path, default=ROOT / "configs" / "vehicle-example.yaml")
+    ap.add_argument("--seconds", type=float, default=20.0)
+    args = ap.parse_args()
+    instrument()
+    with tempfile.TemporaryDirectory(prefix="hf-durability-") as tmp:
+        cfg = config(args.config, Path(tmp) / "out")
+        offset_ns = time.time_ns() - round(time.monotonic() * 1e9)
+        asyncio.run(run(cfg, args.seconds))
+    print(f"config {args.config.name}: window {cfg.window_ms:g} ms, grace {cfg.grace_ms:g} ms, "
+          f"fsync_interval_s {cfg.fsync_interval_s:g}, {args.seconds:g} s at 1x")  # fmt: skip
+    report(offset_ns)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

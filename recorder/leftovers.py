@@ -1,0 +1,95 @@
+"""Recovery on start: finish the segments a crash left as ``.tmp`` before recording on.
+
+After a power cut or a ``kill -9`` the segment being written stays behind as
+``NAME.hf.tmp``. On start the recorder finishes each ``.tmp`` of its vehicle
+in its output directory with :func:`hyperframes.salvage.finish_in_place`
+(the scan and trailer of ``hyperframes recover``, written into the ``.tmp``
+itself, verified, then renamed to ``NAME.hf``), so an upload job only ever
+sees finalized segments. A ``.tmp`` with nothing recoverable, or whose result
+does not verify, moves to ``damaged/`` beside a ``.reason.txt`` that says why;
+bytes after the last intact window go to ``damaged/NAME.hf.tmp.tail``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from hyperframes._io import fsync_dir
+from hyperframes.errors import HyperframesError
+from hyperframes.salvage import finish_in_place
+from recorder.metrics import RecorderStats
+
+__all__ = ["DAMAGED_DIR", "Outcome", "recover_leftovers"]
+
+_log = logging.getLogger(__name__)
+
+DAMAGED_DIR = "damaged"
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What happened to one leftover ``.tmp``."""
+
+    source: Path
+    result: str  # "recovered" | "damaged" | "kept" (an I/O error: retried at the next start)
+    detail: str
+    output: Path | None = None
+
+
+def recover_leftovers(
+    tmps: Iterable[Path], stats: RecorderStats, stop: threading.Event | None = None
+) -> list[Outcome]:
+    """Finish every ``.tmp`` in ``tmps`` (see the module doc); stops between files on ``stop``."""
+    out = []
+    for tmp in tmps:
+        if stop is not None and stop.is_set():
+            break
+        outcome = _one(tmp)
+        if outcome.result == "recovered":
+            stats.segments_recovered += 1
+        elif outcome.result == "damaged":
+            stats.segments_damaged += 1
+        out.append(outcome)
+    return out
+
+
+def _one(tmp: Path) -> Outcome:
+    damaged = tmp.parent / DAMAGED_DIR
+    final = tmp.with_name(tmp.name.removesuffix(".tmp"))
+    if final.exists():  # finished before (by hand?) and the .tmp kept: never overwrite
+        reason = f"{final.name} exists already; this .tmp was not used"
+        _log.warning("recovery on start: %s: %s, moved to %s/", tmp.name, reason, DAMAGED_DIR)
+        try:
+            _move_aside(tmp, damaged, reason)
+        except OSError as exc:
+            return Outcome(tmp, "kept", f"{reason}; cannot move it aside: {exc}")
+        return Outcome(tmp, "damaged", reason)
+    try:
+        report = finish_in_place(tmp, tail_to=damaged / (tmp.name + ".tail"))
+    except HyperframesError as exc:
+        _log.error("recovery on start: %s", exc)
+        with contextlib.suppress(OSError):
+            _move_aside(tmp, damaged, str(exc))
+            return Outcome(tmp, "damaged", str(exc))
+        return Outcome(tmp, "kept", str(exc))
+    except OSError as exc:
+        _log.error("recovery on start: %s: %s; left in place, retried at the next start", tmp,
+                   exc)  # fmt: skip
+        return Outcome(tmp, "kept", str(exc))
+    _log.warning("recovery on start: %s", report.summary())
+    return Outcome(tmp, "recovered", report.summary(), report.output)
+
+
+def _move_aside(tmp: Path, damaged: Path, reason: str) -> None:
+    damaged.mkdir(exist_ok=True)
+    note = damaged / (tmp.name + ".reason.txt")
+    note.write_text(reason + "\n", encoding="utf-8")
+    os.replace(tmp, damaged / tmp.name)
+    fsync_dir(damaged)
+    fsync_dir(tmp.parent)
