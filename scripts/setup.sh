@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 extras="${1:-dev}"
 
-apt_packages=(mosquitto libsystemd-dev pkg-config gcc systemd)
+apt_packages=(mosquitto libsystemd-dev pkg-config gcc systemd ffmpeg)
 if command -v apt-get >/dev/null 2>&1 && [ "$extras" = dev ]; then
     missing=()
     for p in "${apt_packages[@]}"; do
