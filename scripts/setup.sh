@@ -27,8 +27,24 @@ if [ ! -x .venv/bin/python ]; then
 fi
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
+# torch (hyperframes.torch) for dev and the torch extra: the CPU build, installed before the
+# extras so that the resolver never pulls PyPI's CUDA build (~5 GB). A local CPU wheel that pip
+# finds (find-links) is used when there is one, else PyTorch's CPU index. GPU hosts: see README.
+torch_version="${HF_TORCH_VERSION:-2.13.0}"
+install_torch() {
+    case ",$extras," in *,dev,*|*,torch,*) ;; *) return 0 ;; esac
+    .venv/bin/python -c "import torch, sys; sys.exit(torch.__version__.split('+')[0] != '$torch_version')" \
+        2>/dev/null && return 0
+    if .venv/bin/python -m pip install -q --dry-run --no-index --no-deps --ignore-installed \
+            "torch==$torch_version" 2>/dev/null; then
+        .venv/bin/python -m pip install -q "torch==$torch_version"
+    else
+        .venv/bin/python -m pip install -q "torch==$torch_version" \
+            --index-url https://download.pytorch.org/whl/cpu --extra-index-url https://pypi.org/simple
+    fi
+}
 # quiet unless something fails: then show pip's whole output
-if ! { .venv/bin/python -m pip install -q --upgrade pip &&
+if ! { .venv/bin/python -m pip install -q --upgrade pip && install_torch &&
        .venv/bin/python -m pip install -q -e ".[$extras]"; } >"$log" 2>&1; then
     cat "$log" >&2
     echo "setup: pip install failed (output above)" >&2

@@ -1,0 +1,203 @@
+"""Which windows a dataset serves: files found from paths or globs, checked once, as plain data.
+
+Building a :class:`Catalog` opens every file once in the calling process to
+read its window table and stream table and closes it again; the catalog then
+holds only paths and numpy arrays, so datasets pickle cheaply into spawned
+DataLoader workers, which open their own readers.
+"""
+
+from __future__ import annotations
+
+import glob
+import logging
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+
+from hyperframes.reader import HyperframeReader
+from hyperframes.streams import StreamInfo
+from hyperframes.sync import ClockCheck, check_clocks
+from hyperframes.torch.errors import StreamSelectionError
+
+__all__ = ["PathsLike", "Align", "FileWindows", "Catalog", "expand_paths", "build_catalog"]
+
+log = logging.getLogger(__name__)
+
+PathsLike = str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
+
+
+@dataclass(frozen=True, slots=True)
+class Align:
+    """Align every stream to the frames of a reference stream (timestamp queries).
+
+    Each frame of ``ref`` in a window becomes one row; every other stream
+    contributes its frame matched to that row's time (``mode``: nearest, or the
+    last at/before, or the first at/after), searched in the whole file, or a
+    pad (``is_pad``) when none lies within ``tolerance_ns``. ``strict=True``
+    raises :class:`~hyperframes.sync.NoMatchError` instead of padding.
+    Streams stamped by another clock than ``ref`` are refused unless
+    ``allow_mixed_clocks`` (then listed in ``dataset.clock_checks`` and logged).
+    """
+
+    ref: str
+    tolerance_ns: int
+    mode: Literal["nearest", "before", "after"] = "nearest"
+    allow_mixed_clocks: bool = False
+    strict: bool = False
+
+    def __post_init__(self) -> None:
+        if self.tolerance_ns < 0:
+            raise ValueError(f"tolerance_ns must be >= 0, got {self.tolerance_ns}")
+        if self.mode not in ("nearest", "before", "after"):
+            raise ValueError(f"mode must be 'nearest', 'before' or 'after', got {self.mode!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class FileWindows:
+    """One file of a catalog: its path, window ids, and the selected streams' ids in it."""
+
+    path: str
+    window_ids: np.ndarray  # int64, ascending
+    stream_ids: dict[str, int]  # selected stream name -> stream id in this file
+
+
+@dataclass(frozen=True, slots=True)
+class Catalog:
+    """The files and windows of a dataset, in file order then window order."""
+
+    files: tuple[FileWindows, ...]
+    streams: tuple[StreamInfo, ...]  # the selected streams, as the first file describes them
+    window_ns: int
+    offsets: np.ndarray  # int64, len(files) + 1: global position of each file's first window
+    clock_checks: tuple[ClockCheck, ...] = ()
+
+    def __len__(self) -> int:
+        return int(self.offsets[-1])
+
+    def locate(self, i: int) -> tuple[int, int]:
+        """Global window ``i`` as (file number, window position in that file)."""
+        n = len(self)
+        if not -n <= i < n:
+            raise IndexError(f"window {i} out of range (dataset has {n})")
+        i %= n
+        f = int(np.searchsorted(self.offsets, i, "right")) - 1
+        return f, i - int(self.offsets[f])
+
+
+def expand_paths(paths: PathsLike) -> list[str]:
+    """Files from a path, a directory (its ``*.hf``), a glob, or a list of those; sorted per item.
+
+    Raises FileNotFoundError naming a pattern or path that matches nothing.
+    """
+    items = [paths] if isinstance(paths, str | os.PathLike) else list(paths)
+    out: list[str] = []
+    for item in items:
+        name = os.fspath(item)
+        if any(c in name for c in "*?["):
+            found = sorted(glob.glob(name, recursive=True))  # noqa: PTH207 - absolute patterns
+            if not found:
+                raise FileNotFoundError(f"no file matches {name!r}")
+            out += found
+        elif Path(name).is_dir():
+            found = sorted(str(p) for p in Path(name).glob("*.hf"))
+            if not found:
+                raise FileNotFoundError(f"no *.hf file in directory {name!r}")
+            out += found
+        elif Path(name).is_file():
+            out.append(name)
+        else:
+            raise FileNotFoundError(f"no such file: {name!r}")
+    if not out:
+        raise FileNotFoundError("no files given")
+    return out
+
+
+def _same_stream(a: StreamInfo, b: StreamInfo) -> str | None:
+    for attr in ("kind", "encoding", "dtype", "shape"):
+        if getattr(a, attr) != getattr(b, attr):
+            return f"{attr} is {getattr(b, attr)!r} here but {getattr(a, attr)!r} in the first file"
+    return None
+
+
+def build_catalog(
+    paths: PathsLike, streams: Sequence[str] | None = None, align: Align | None = None
+) -> Catalog:
+    """Open each file once, check the selected streams, and list its windows.
+
+    ``streams=None`` selects every stream of the first file. Every file must
+    hold every selected stream with the same kind, encoding, dtype and shape;
+    all files must share one window length. With ``align`` the clocks of every
+    stream are checked against the reference in every file.
+    """
+    files: list[FileWindows] = []
+    selected: list[StreamInfo] = []
+    checks: list[ClockCheck] = []
+    window_ns = 0
+    for path in expand_paths(paths):
+        with HyperframeReader(path, verify=False) as r:
+            by_name = {s.name: s for s in r.streams.values()}
+            if not files:
+                names = list(streams) if streams is not None else [s.name for s in by_name.values()]
+                if not names:
+                    raise ValueError("select at least one stream")
+                if len(set(names)) != len(names):
+                    raise ValueError(f"streams listed twice in {names}")
+                for name in names:
+                    if name not in by_name:
+                        raise StreamSelectionError(
+                            path, name, f"not in this file; streams: {sorted(by_name)}"
+                        )
+                selected = [by_name[n] for n in names]
+                window_ns = r.window_ns
+            elif r.window_ns != window_ns:
+                raise ValueError(
+                    f"{path}: window length {r.window_ns} ns differs from {window_ns} ns "
+                    "of the first file"
+                )
+            ids: dict[str, int] = {}
+            for want in selected:
+                got = by_name.get(want.name)
+                if got is None:
+                    raise StreamSelectionError(
+                        path, want.name, f"not in this file; streams: {sorted(by_name)}"
+                    )
+                problem = _same_stream(want, got)
+                if problem:
+                    raise StreamSelectionError(path, want.name, problem)
+                ids[want.name] = got.id
+            if align is not None:
+                checks += _clock_checks(r, path, align, ids)
+            files.append(FileWindows(path, np.asarray(r.window_ids, np.int64).copy(), ids))
+    offsets = np.concatenate([[0], np.cumsum([len(f.window_ids) for f in files])]).astype(np.int64)
+    mixed = [c for c in checks if c.mixed]
+    for c in mixed[:5]:
+        log.warning("%s", c.describe())
+    return Catalog(tuple(files), tuple(selected), window_ns, offsets, tuple(mixed))
+
+
+def _clock_checks(
+    r: HyperframeReader, path: str, align: Align, ids: dict[str, int]
+) -> list[ClockCheck]:
+    if align.ref not in ids:
+        raise StreamSelectionError(path, align.ref, "the alignment reference is not selected")
+    index = r.index
+    ref_flags = index["flags"][index["stream_id"] == ids[align.ref]]
+    out = []
+    for name, sid in ids.items():
+        if name != align.ref:
+            flags = index["flags"][index["stream_id"] == sid]
+            out.append(
+                check_clocks(
+                    align.ref,
+                    ref_flags,
+                    name,
+                    flags,
+                    path=path,
+                    allow_mixed_clocks=align.allow_mixed_clocks,
+                )
+            )
+    return out

@@ -1,0 +1,148 @@
+"""Batching samples: stack per stream, pad variable frame counts, mark the pads.
+
+A 31 Hz camera gives 3 or 4 frames per 100 ms window and a lidar sweep
+holds a varying number of points, so per stream :func:`collate` builds:
+
+- ``data``: ``(B, F, *shape)`` with ``F`` the most frames any sample has,
+  zero-filled where a sample has fewer frames (or a pad); records of
+  varying length (lidar points) are zero-padded to the longest, with
+  ``lengths`` ``(B, F)`` holding the real counts;
+- ``is_pad``: ``(B, F)`` bool, True where ``data`` holds no frame;
+- ``timestamp_ns``: ``(B, F)`` int64 (0 at pads);
+- ``missing``: ``(B,)`` bool, True where the stream delivered nothing in
+  the sample's window.
+
+H.265 streams of ``decode="gpu"`` datasets keep ``encoded``: the list of
+spans, for :class:`~hyperframes.torch.video.GpuVideoDecoder`. Clips of a
+:class:`~hyperframes.torch.dataset.SequenceDataset` collate to
+``(B, T, F, ...)``. Per-sample fields (``window_id``, ``start_ns``...)
+become tensors, ``file`` a list of paths; fields a transform adds become a
+tensor (numbers, same-shaped tensors) or a list.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from torch.utils.data import get_worker_info
+
+__all__ = ["collate"]
+
+_SCALARS = ("index", "window", "window_id", "start_ns", "end_ns")
+
+
+def _empty(shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
+    """Uninitialised; in a DataLoader worker allocated in shared memory, as default_collate
+    does, so that handing the batch to the main process copies nothing."""
+    if get_worker_info() is None:
+        return torch.empty(shape, dtype=dtype)
+    proto = torch.empty(0, dtype=dtype)
+    storage = proto._typed_storage()._new_shared(math.prod(shape), device=proto.device)  # type: ignore[no-untyped-call]
+    return proto.new(storage).resize_(shape)
+
+
+def _stack_frames(name: str, rows: list[list[torch.Tensor | None]], width: int) -> dict[str, Any]:
+    frames = [t for row in rows for t in row if t is not None]
+    batch = len(rows)
+    if not frames:
+        return {"data": torch.zeros((batch, width), dtype=torch.uint8)}
+    first = frames[0]
+    tail = tuple(first.shape[1:])
+    if any(t.dtype != first.dtype or tuple(t.shape[1:]) != tail for t in frames):
+        shapes = sorted({(str(t.dtype), tuple(t.shape)) for t in frames})
+        raise ValueError(f"stream {name!r}: frames differ in dtype or trailing shape: {shapes}")
+    leading = {int(t.shape[0]) if t.dim() else -1 for t in frames}
+    ragged = len(leading) > 1  # records of varying length (lidar points): pad, keep lengths
+    shape = (max(leading), *tail) if ragged else tuple(first.shape)
+    out = _empty((batch, width, *shape), first.dtype)
+    lengths = torch.zeros((batch, width), dtype=torch.int64) if ragged else None
+    for b, row in enumerate(rows):
+        for f in range(width):
+            t = row[f] if f < len(row) else None
+            if t is None:
+                out[b, f].zero_()
+            elif lengths is None:
+                out[b, f] = t
+            else:
+                n = int(t.shape[0])
+                out[b, f, :n] = t
+                out[b, f, n:].zero_()
+                lengths[b, f] = n
+    return {"data": out} if lengths is None else {"data": out, "lengths": lengths}
+
+
+def _collate_stream(name: str, entries: list[dict[str, Any]]) -> dict[str, Any]:
+    width = max(len(e["is_pad"]) for e in entries)
+    batch = len(entries)
+    is_pad = torch.ones((batch, width), dtype=torch.bool)
+    stamps = torch.zeros((batch, width), dtype=torch.int64)
+    for b, e in enumerate(entries):
+        n = len(e["is_pad"])
+        is_pad[b, :n] = e["is_pad"]
+        stamps[b, :n] = e["timestamp_ns"]
+    out: dict[str, Any] = {
+        "is_pad": is_pad,
+        "timestamp_ns": stamps,
+        "missing": torch.tensor([bool(e["missing"]) for e in entries], dtype=torch.bool),
+    }
+    if "encoded" in entries[0]:
+        out["encoded"] = [e["encoded"] for e in entries]
+    else:
+        out.update(_stack_frames(name, [list(e["data"]) for e in entries], width))
+    return out
+
+
+def _collate_windows(samples: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {"file": [s["file"] for s in samples]}
+    for key in _SCALARS:
+        if key in samples[0]:
+            out[key] = torch.tensor([int(s[key]) for s in samples], dtype=torch.int64)
+    for key, value in samples[0].items():
+        if isinstance(value, dict):
+            out[key] = {
+                name: _collate_stream(name, [s[key][name] for s in samples]) for name in value
+            }
+        elif key not in out:  # what a transform added
+            out[key] = _collate_extra([s[key] for s in samples])
+    return out
+
+
+def _collate_extra(values: list[Any]) -> Any:
+    if all(isinstance(v, bool | int | float) for v in values):
+        return torch.tensor(values)
+    if all(isinstance(v, torch.Tensor) for v in values) and len({v.shape for v in values}) == 1:
+        return torch.stack(values)
+    return values
+
+
+def _unflatten(value: Any, batch: int, steps: int) -> Any:
+    if isinstance(value, torch.Tensor):
+        return value.reshape(batch, steps, *value.shape[1:])
+    if isinstance(value, dict):
+        return {k: _unflatten(v, batch, steps) for k, v in value.items()}
+    if isinstance(value, list) and len(value) == batch * steps:
+        if value and isinstance(value[0], dict):  # encoded spans stay flat, in (B*T) order
+            return value
+        return [value[b * steps : (b + 1) * steps] for b in range(batch)]
+    return value
+
+
+def collate(samples: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Collate window samples to ``(B, F, ...)``, clip samples to ``(B, T, F, ...)``.
+
+    Pass it as ``DataLoader(..., collate_fn=collate)``; see the module docstring.
+    """
+    if not samples:
+        raise ValueError("nothing to collate")
+    if "steps" not in samples[0]:
+        return _collate_windows(samples)
+    steps = len(samples[0]["steps"])
+    if any(len(s["steps"]) != steps for s in samples):
+        raise ValueError("clips of different lengths in one batch")
+    flat = [step for s in samples for step in s["steps"]]
+    out: dict[str, Any] = _unflatten(_collate_windows(flat), len(samples), steps)
+    out["index"] = torch.tensor([int(s["index"]) for s in samples], dtype=torch.int64)
+    return out
