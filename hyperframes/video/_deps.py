@@ -17,7 +17,7 @@ _EXTRAS = {
     "av": ("video", "PyAV: libx265 encoding and CPU HEVC decoding"),
     "simplejpeg": ("video", "fast JPEG decoding"),
     "PyNvVideoCodec": ("nvidia", "NVENC/NVDEC on NVIDIA GPUs"),
-    "torch": ("nvidia", "GPU frames as torch tensors"),
+    "torch": ("torch", "GPU frames as torch tensors"),
 }
 
 
