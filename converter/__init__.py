@@ -1,0 +1,19 @@
+"""The offline converter: hyperframe archives to ZSTD and H.265, verified, in batch.
+
+- :mod:`converter.config`: the conversion YAML, validated
+- :mod:`converter.plan`: pure decisions (which stream gets which treatment, marker keys)
+- :mod:`converter.convert`: one archive, window by window, published only once verified
+- :mod:`converter.verify`: the output checks (frames, bytes, bitstream rules, PSNR)
+- :mod:`converter.batch`: inbox, markers, ``failed/``, the ledger, ``--watch``
+- :mod:`converter.engines`: a local spawn pool, or Ray tasks on a cluster
+- :mod:`converter.cli`: ``hyperframes convert`` (registered as a plugin command)
+
+docs/CONVERTER.md describes the whole.
+"""
+
+from hyperframes import __version__ as _hyperframes_version
+
+#: Part of every marker key: a new converter version converts everything again.
+__version__ = _hyperframes_version
+
+__all__ = ["__version__"]

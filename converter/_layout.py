@@ -1,0 +1,90 @@
+"""The block structure of a finalized input: which frames each window block holds, in write order.
+
+The reader lists a window's frames by timestamp; a LATE frame stored in a
+later block, and every QUARANTINED frame, are not where a time lookup puts
+them. The converter must write each frame into the block it was stored in
+(the writer checks the LATE/QUARANTINED placement rules), so it needs block
+membership, which the window table gives by payload offsets. The reader does
+not expose the window table's offsets, so it is read here from the header's
+WindowsOffset/WindowsSize and checked against WindowsCrc.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import crc32c
+import numpy as np
+
+from converter.errors import InputError
+from hyperframes.layout import WINDOW_DTYPE
+from hyperframes.reader import HyperframeReader
+
+__all__ = ["Block", "read_window_table", "source_blocks"]
+
+
+@dataclass(frozen=True, slots=True)
+class Block:
+    """One window block of the input.
+
+    ``entries`` lists the block's frames in write (offset) order: a value
+    ``p >= 0`` is index position ``p``; ``-(q + 1)`` is quarantine row ``q``.
+    """
+
+    window_id: int
+    flags: int
+    missing: tuple[int, ...]
+    entries: np.ndarray  # int64
+
+
+def read_window_table(reader: HyperframeReader) -> np.ndarray:
+    """The input's window table (WINDOW_DTYPE rows), checked against its CRC32C."""
+    h = reader.header
+    path = os.fspath(reader.path)
+    with open(path, "rb") as f:
+        buf = os.pread(f.fileno(), h.windows_size, h.windows_offset)
+    if len(buf) != h.windows_size or h.windows_size != h.window_count * WINDOW_DTYPE.itemsize:
+        raise InputError(path, "window table truncated or of the wrong size", rule="container")
+    if crc32c.crc32c(buf) != h.windows_crc:
+        raise InputError(path, "window table CRC32C mismatch", rule="container")
+    return np.frombuffer(buf, WINDOW_DTYPE).copy()
+
+
+def source_blocks(reader: HyperframeReader) -> list[Block]:
+    """Every block of the input in file order, each with its frames in write order."""
+    path = os.fspath(reader.path)
+    windows = read_window_table(reader)
+    windows = windows[np.argsort(windows["payload_offset"], kind="stable")]
+    quarantine = reader.quarantine()
+    offsets = np.concatenate(
+        [reader.index["offset"].astype(np.int64), quarantine["offset"].astype(np.int64)]
+    )
+    ids = np.concatenate(
+        [np.arange(len(reader.index), dtype=np.int64), -np.arange(1, len(quarantine) + 1)]
+    )
+    order = np.argsort(offsets, kind="stable")
+    offsets, ids = offsets[order], ids[order]
+    starts = windows["payload_offset"].astype(np.int64)
+    ends = starts + windows["payload_size"].astype(np.int64)
+    which = np.searchsorted(starts, offsets, "right") - 1
+    outside = (which < 0) | (offsets >= ends[np.maximum(which, 0)])
+    if np.any(outside):
+        bad = int(np.flatnonzero(outside)[0])
+        raise InputError(
+            path, f"a frame at offset {int(offsets[bad])} lies in no window block", rule="container"
+        )
+    bounds = np.searchsorted(which, np.arange(len(windows) + 1), "left")
+    blocks = []
+    for b, row in enumerate(windows):
+        entries = ids[bounds[b] : bounds[b + 1]]
+        if len(entries) != int(row["frame_count"]):
+            raise InputError(
+                path,
+                f"window {int(row['window_id'])}: block holds {len(entries)} indexed and "
+                f"quarantined frames, the window table says {int(row['frame_count'])}",
+                rule="container",
+            )
+        wid = int(row["window_id"])
+        blocks.append(Block(wid, int(row["flags"]), reader.missing.get(wid, ()), entries))
+    return blocks

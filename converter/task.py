@@ -1,0 +1,264 @@
+"""The job one engine worker runs for one input: JSON text in, JSON text out.
+
+:func:`run_task` is the same function for the local process pool and for Ray
+tasks: its request and its outcome are JSON documents (no pickle on any
+wire; Ray's own transport only carries the strings). It decides, by content,
+whether the input was already converted (a *marker* ``OUT/.markers/<input
+sha256>.<config key>.json``), converts it otherwise, writes the marker once
+the output is published, and turns every application error into a
+``failed`` outcome (so Ray never retries one; only lost workers and nodes
+are retried).
+
+Outcome statuses: ``converted``, ``skipped`` (a marker, or an existing output
+whose conversion record names this input and config: it is adopted and the
+marker written), ``failed`` with a ``fault``: ``input`` (the input cannot be
+converted: not finalized, corrupt, undecodable frames), ``verify`` (the
+output broke a rule: no output), ``converter`` (not the input's fault: an
+encoder missing, the output name taken, the disk), ``system`` (the worker
+died; set by the engines).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Final
+
+from converter import __version__
+from converter.config import ConvertConfig, parse_config
+from converter.convert import Progress, conversion_record, convert_archive, file_sha256
+from converter.errors import (
+    ConverterError,
+    InputError,
+    OutputExistsError,
+    VerificationError,
+)
+from converter.plan import config_key, marker_name
+from hyperframes.reader import HyperframeReader
+from hyperframes.verify import verify_file
+
+__all__ = [
+    "MARKERS_DIR",
+    "FAULT_ENV",
+    "make_request",
+    "run_task",
+    "process_input",
+    "read_marker",
+    "write_json_atomic",
+]
+
+log = logging.getLogger(__name__)
+
+MARKERS_DIR: Final = ".markers"
+#: Test-only fault injection: ``exit-once:NAME:DIR`` makes the worker converting
+#: the input called NAME exit abruptly the first time (a lost worker), leaving
+#: ``DIR/NAME.crashed`` behind; the engines must retry it.
+FAULT_ENV: Final = "HYPERFRAMES_CONVERT_FAULT"
+
+
+def make_request(
+    source: str | os.PathLike[str],
+    out_dir: str | os.PathLike[str],
+    config: ConvertConfig,
+    *,
+    encoder: str | None = None,
+) -> str:
+    """The JSON request for :func:`run_task`."""
+    return json.dumps(
+        {
+            "input": os.fspath(source),
+            "out": os.fspath(out_dir),
+            "config": config.to_dict(),
+            "encoder": encoder,
+        }
+    )
+
+
+def write_json_atomic(path: Path, doc: dict[str, Any]) -> None:
+    """Write ``doc`` to ``path`` as JSON: temporary file, fsync, rename, fsync the directory."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    data = (json.dumps(doc, indent=1, sort_keys=True) + "\n").encode()
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+    try:
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    dfd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(dfd)
+    finally:
+        os.close(dfd)
+
+
+def read_marker(out_dir: Path, sha256: str, key: str) -> dict[str, Any] | None:
+    """The marker of an input already converted under ``key``, or None."""
+    path = out_dir / MARKERS_DIR / marker_name(sha256, key)
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:  # a damaged marker: convert again
+        log.warning("%s: unreadable marker (%s); converting again", path, exc)
+        return None
+    return doc if isinstance(doc, dict) else None
+
+
+def _write_marker(out_dir: Path, sha256: str, key: str, doc: dict[str, Any]) -> Path:
+    markers = out_dir / MARKERS_DIR
+    markers.mkdir(parents=True, exist_ok=True)
+    path = markers / marker_name(sha256, key)
+    write_json_atomic(path, doc)
+    return path
+
+
+def _adoptable(final: Path, sha256: str, key: str) -> bool:
+    """True when ``final`` is a verified conversion of this input under this config key."""
+    try:
+        with HyperframeReader(final, verify=False) as r:
+            record = conversion_record(r.metadata)
+    except Exception:
+        return False
+    if not record or record.get("config_key") != key:
+        return False
+    src = record.get("source")
+    if not isinstance(src, dict) or src.get("sha256") != sha256:
+        return False
+    return verify_file(final).ok
+
+
+def _fault(exc: BaseException) -> str:
+    if isinstance(exc, VerificationError):
+        return "verify"
+    if isinstance(exc, InputError):
+        return "input"
+    return "converter"
+
+
+def _error(exc: BaseException) -> dict[str, Any]:
+    if isinstance(exc, ConverterError):
+        return exc.details()
+    return {
+        "error": type(exc).__name__,
+        "message": f"{exc}",
+        "traceback": traceback.format_exc(limit=8),
+    }
+
+
+def process_input(
+    source: Path,
+    out_dir: Path,
+    config: ConvertConfig,
+    *,
+    encoder: str | None = None,
+    progress: Progress | None = None,
+) -> dict[str, Any]:
+    """Skip, adopt or convert one input; returns the outcome (never raises for its errors)."""
+    t0 = time.monotonic()
+    key = config_key(config)
+    outcome: dict[str, Any] = {
+        "input": os.fspath(source),
+        "config_key": key,
+        "converter_version": __version__,
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+    }
+    try:
+        sha = file_sha256(source)
+        outcome["sha256"] = sha
+        final = out_dir / source.name
+        outcome["output"] = os.fspath(final)
+        marker = read_marker(out_dir, sha, key)
+        if marker is not None:
+            outcome.update(
+                status="skipped",
+                reason="already converted (marker)",
+                output=marker.get("output", os.fspath(final)),
+            )
+        elif final.exists() and _adoptable(final, sha, key):
+            _write_marker(
+                out_dir,
+                sha,
+                key,
+                {
+                    "input": source.name,
+                    "sha256": sha,
+                    "config_key": key,
+                    "output": os.fspath(final),
+                    "adopted": True,
+                },
+            )
+            outcome.update(
+                status="skipped",
+                reason="output existed with this input's conversion record; marker written",
+            )
+        elif final.exists():
+            raise OutputExistsError(
+                final,
+                "it is not a conversion of this input under this "
+                "config; remove it or choose another --out",
+            )
+        else:
+            result = convert_archive(
+                source, out_dir, config, sha256=sha, progress=progress, encoder=encoder
+            )
+            doc = {
+                "input": source.name,
+                "sha256": sha,
+                "config_key": key,
+                "converter_version": __version__,
+                "output": result.output,
+                "converted_ns": time.time_ns(),
+                "result": result.to_dict(),
+            }
+            _write_marker(out_dir, sha, key, doc)
+            outcome.update(status="converted", result=result.to_dict())
+    except Exception as exc:  # every application error becomes an outcome, never a retry
+        outcome.update(status="failed", fault=_fault(exc), error=_error(exc), reason=str(exc))
+    outcome["seconds"] = round(time.monotonic() - t0, 3)
+    return outcome
+
+
+def _inject_fault(source: str) -> None:
+    spec = os.environ.get(FAULT_ENV)
+    if not spec:
+        return
+    kind, _, rest = spec.partition(":")
+    name, _, flag_dir = rest.partition(":")
+    if kind != "exit-once" or Path(source).name != name:
+        return
+    try:
+        fd = os.open(Path(flag_dir) / f"{name}.crashed", os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+    except FileExistsError:
+        return
+    os.close(fd)
+    os._exit(70)  # a worker lost mid-task, as far as the engine can tell
+
+
+def run_task(request: str, progress: Callable[[int, int, int], None] | None = None) -> str:
+    """Run one request (see :func:`make_request`); returns the outcome as JSON text."""
+    req = json.loads(request)
+    _inject_fault(req["input"])
+    try:
+        config = parse_config(req["config"])
+    except ConverterError as exc:
+        return json.dumps(
+            {
+                "input": req["input"],
+                "status": "failed",
+                "fault": "converter",
+                "error": exc.details(),
+                "reason": str(exc),
+            }
+        )
+    outcome = process_input(
+        Path(req["input"]), Path(req["out"]), config, encoder=req.get("encoder"), progress=progress
+    )
+    return json.dumps(outcome)
