@@ -7,7 +7,6 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-import faulty_recording as fr
 import numpy as np
 import pytest
 from mcap.reader import make_reader
@@ -21,6 +20,7 @@ from hyperframes.reader import HyperframeReader
 from hyperframes.synth import profile, write_synthetic
 from hyperframes.writer import HyperframeWriter
 
+import faulty_recording as fr
 from conftest import WINDOW_NS, small_streams
 
 SCHEMAS = {

@@ -6,7 +6,6 @@ import json
 import struct
 from pathlib import Path
 
-import faulty_recording as fr
 import numpy as np
 import pytest
 from mcap.reader import make_reader
@@ -25,6 +24,8 @@ from hyperframes.mcap.errors import (
 from hyperframes.reader import HyperframeReader
 from hyperframes.synth import profile, write_synthetic
 from hyperframes.windows import window_of
+
+import faulty_recording as fr
 
 L = 50_000_000  # import window
 T0 = 1_735_689_600_000_000_000

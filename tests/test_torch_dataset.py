@@ -16,18 +16,6 @@ torch = pytest.importorskip("torch")
 
 import simplejpeg  # noqa: E402
 from PIL import Image  # noqa: E402
-from torch_files import (  # noqa: E402
-    CAM_GONE,
-    DROPOUT_STREAMS,
-    GAP,
-    LIDAR_GONE,
-    MS,
-    T0,
-    WINDOW_NS,
-    dropout_frames,
-    write_demo,
-    write_dropout,
-)
 
 from hyperframes import SensorKind, StreamInfo  # noqa: E402
 from hyperframes.reader import HyperframeReader  # noqa: E402
@@ -42,6 +30,19 @@ from hyperframes.torch import (  # noqa: E402
 from hyperframes.torch import decode as decode_module  # noqa: E402
 from hyperframes.windows import window_of  # noqa: E402
 from hyperframes.writer import HyperframeWriter  # noqa: E402
+
+from torch_files import (  # noqa: E402
+    CAM_GONE,
+    DROPOUT_STREAMS,
+    GAP,
+    LIDAR_GONE,
+    MS,
+    T0,
+    WINDOW_NS,
+    dropout_frames,
+    write_demo,
+    write_dropout,
+)
 
 
 @pytest.fixture(scope="module")

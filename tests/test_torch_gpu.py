@@ -15,11 +15,12 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("av", reason="PyAV (the video extra) encodes the test stream")
 
 from torch.utils.data import DataLoader  # noqa: E402
-from torch_files import collate_without_cuda, write_h265  # noqa: E402
 
 from hyperframes.torch import GpuVideoDecoder, HyperframeDataset, SequenceDataset, collate  # noqa: E402
 from hyperframes.video._nvprobe import probe  # noqa: E402
 from hyperframes.video.testing import psnr  # noqa: E402
+
+from torch_files import collate_without_cuda, write_h265  # noqa: E402
 
 CAPS = probe()
 pytestmark = [

@@ -11,9 +11,10 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from torch.utils.data import DataLoader  # noqa: E402
-from torch_files import tag_pid, write_demo  # noqa: E402
 
 from hyperframes.torch import HyperframeDataset, WindowSampler, collate  # noqa: E402
+
+from torch_files import tag_pid, write_demo  # noqa: E402
 
 
 @pytest.fixture(scope="module")

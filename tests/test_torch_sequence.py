@@ -9,9 +9,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from torch_files import GAP, T0, WINDOW_NS, write_dropout  # noqa: E402
-
 from hyperframes.torch import HyperframeDataset, SequenceDataset, collate  # noqa: E402
+
+from torch_files import GAP, T0, WINDOW_NS, write_dropout  # noqa: E402
 
 W0 = T0 // WINDOW_NS
 
@@ -48,9 +48,9 @@ def test_clips_stay_in_their_file_unless_asked(dropout: Path) -> None:
 
 
 def test_clips_cross_continuing_files_when_asked(tmp_path: Path) -> None:
-    from torch_files import DROPOUT_STREAMS, dropout_frames
-
     from hyperframes.writer import HyperframeWriter
+
+    from torch_files import DROPOUT_STREAMS, dropout_frames
 
     frames = [f for f in dropout_frames() if f[0] == 2]  # the IMU alone: no dropouts
     cut = T0 + 5 * WINDOW_NS

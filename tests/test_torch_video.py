@@ -13,7 +13,6 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("av", reason="PyAV (the video extra) encodes and decodes the test streams")
 
 from torch.utils.data import DataLoader  # noqa: E402
-from torch_files import HW, T0, WINDOW_NS, write_h265  # noqa: E402
 
 from hyperframes.reader import HyperframeReader  # noqa: E402
 from hyperframes.torch import (  # noqa: E402
@@ -25,6 +24,8 @@ from hyperframes.torch import (  # noqa: E402
 )
 from hyperframes.video import create_decoder  # noqa: E402
 from hyperframes.writer import HyperframeWriter  # noqa: E402
+
+from torch_files import HW, T0, WINDOW_NS, write_h265  # noqa: E402
 
 Video = tuple[Path, dict[int, list[np.ndarray]]]
 N = 30  # 1 s at 30 Hz: 10 windows, IDR every 3rd window

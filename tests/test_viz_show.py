@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import faulty_recording as fr
 import numpy as np
 import pytest
 from PIL import Image
@@ -22,6 +21,8 @@ from hyperframes.viz.contact import (
     decode_image,
 )
 from hyperframes.viz.errors import EmptyRangeError
+
+import faulty_recording as fr
 
 pytest.importorskip("matplotlib")
 

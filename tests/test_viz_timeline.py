@@ -5,7 +5,6 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import faulty_recording as fr
 import numpy as np
 import pytest
 from PIL import Image
@@ -19,6 +18,7 @@ from hyperframes.viz.timearg import parse_time
 from hyperframes.viz.timeline import build_timeline
 from hyperframes.writer import HyperframeWriter
 
+import faulty_recording as fr
 from conftest import WINDOW_NS, small_streams
 
 L = WINDOW_NS
