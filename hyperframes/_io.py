@@ -11,9 +11,17 @@ import numpy as np
 from hyperframes._crc import BytesLike
 from hyperframes.layout import ALIGN
 
-__all__ = ["pread_exact", "pread_into_aligned", "write_all", "fsync_dir", "aligned_empty"]
+__all__ = [
+    "pread_exact",
+    "pread_into_aligned",
+    "pread_scratch",
+    "write_all",
+    "fsync_dir",
+    "aligned_empty",
+]
 
 _IOV_MAX = 512
+_WRITE_MAX = 1 << 20  # bytes per write call
 
 
 def pread_exact(fd: int, size: int, offset: int) -> bytes:
@@ -66,7 +74,29 @@ def pread_into_aligned(fd: int, size: int, offset: int) -> np.ndarray:
 
     Returns a shorter array if the file ends first.
     """
-    buf = aligned_empty(size)
+    return _pread_into(fd, aligned_empty(size), offset)
+
+
+_SCRATCH_MAX = 16 << 20  # larger reads get a fresh buffer that is not kept
+
+
+def pread_scratch(fd: int, size: int, offset: int) -> np.ndarray:
+    """Like :func:`pread_into_aligned`, into a per-thread buffer reused by the next call.
+
+    For bytes that are only decoded from (compressed payloads): the result is
+    overwritten by the next call in the same thread, so it must not be kept.
+    A reused buffer costs no allocation and no page faults.
+    """
+    if size > _SCRATCH_MAX:
+        return pread_into_aligned(fd, size, offset)
+    buf: np.ndarray | None = getattr(_local, "scratch", None)
+    if buf is None or buf.size < size:
+        buf = _local.scratch = _aligned_alloc(max(size, 1 << 20), ALIGN)
+    return _pread_into(fd, buf[:size], offset)
+
+
+def _pread_into(fd: int, buf: np.ndarray, offset: int) -> np.ndarray:
+    size = buf.size
     got = 0
     view = buf.data
     while got < size:
@@ -78,12 +108,35 @@ def pread_into_aligned(fd: int, size: int, offset: int) -> np.ndarray:
 
 
 def write_all(fd: int, buffers: Sequence[BytesLike]) -> int:
-    """Write every buffer in order at the current position; returns bytes written."""
+    """Write every buffer in order at the current position; returns bytes written.
+
+    At most ``_WRITE_MAX`` bytes go to one ``writev`` call (large buffers are
+    written in slices): on Linux 6.x ext4, 8 MiB write calls cost 2-6x the
+    kernel time of 1 MiB ones in about half the runs measured here.
+    """
     total = 0
-    views = [memoryview(b).cast("B") for b in buffers if len(b)]
+    batch: list[memoryview] = []
+    size = 0
+    for b in buffers:
+        view = memoryview(b).cast("B")
+        while view.nbytes:
+            take = min(view.nbytes, _WRITE_MAX - size)
+            batch.append(view[:take])
+            size += take
+            view = view[take:]
+            if size == _WRITE_MAX or len(batch) == _IOV_MAX:
+                total += _writev_all(fd, batch)
+                batch, size = [], 0
+    if batch:
+        total += _writev_all(fd, batch)
+    return total
+
+
+def _writev_all(fd: int, views: list[memoryview]) -> int:
+    """One batch, repeated until written (``writev`` may write less than asked)."""
+    total = 0
     while views:
-        batch = views[:_IOV_MAX]
-        n = os.writev(fd, batch)
+        n = os.writev(fd, views)
         total += n
         # drop fully written views, trim a partially written one
         while n and views:

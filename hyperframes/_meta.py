@@ -1,4 +1,11 @@
-"""The JSON metadata block: stream table, file metadata, sparse per-window notes."""
+"""The JSON metadata block: stream table, file metadata, sparse per-window notes.
+
+Pure: bytes in, validated :class:`Meta` out (or ``ValueError`` saying what is
+wrong). Decoding is bounded: nesting depth, integer range (no number wider
+than u64 is ever used), finite floats, the window length, the stream table
+(ids and names unique, every field validated by :class:`StreamInfo`).
+Unknown keys are ignored (newer writers).
+"""
 
 from __future__ import annotations
 
@@ -6,11 +13,20 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from hyperframes.streams import FileMetadata, StreamInfo
+from hyperframes.streams import MAX_JSON_DEPTH, FileMetadata, StreamInfo
 
-__all__ = ["Meta", "encode_meta", "decode_meta", "MAX_META_SIZE"]
+__all__ = [
+    "Meta",
+    "encode_meta",
+    "decode_meta",
+    "MAX_META_SIZE",
+    "MAX_JSON_DEPTH",
+    "MAX_WINDOW_NS",
+    "window_ns_problem",
+]
 
 MAX_META_SIZE = 64 << 20  # a reader refuses larger metadata blocks
+MAX_WINDOW_NS = 86_400 * 10**9  # one day; windows are tens of milliseconds in practice
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,6 +38,15 @@ class Meta:
     window_ns: int
     # window id -> stream ids that delivered nothing in that window (only incomplete windows)
     missing: dict[int, tuple[int, ...]] = field(default_factory=dict)
+
+
+def window_ns_problem(value: object) -> str | None:
+    """Why ``value`` cannot be a window length (integer 1 ns .. one day), or None."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        return f"window length {value!r:.40} is not an integer"
+    if not 0 < value <= MAX_WINDOW_NS:
+        return f"window length {value} ns outside 1..{MAX_WINDOW_NS}"
+    return None
 
 
 def encode_meta(meta: Meta) -> bytes:
@@ -37,13 +62,50 @@ def encode_meta(meta: Meta) -> bytes:
     return json.dumps(doc, separators=(",", ":"), sort_keys=False).encode()
 
 
+def _no_constant(name: str) -> float:
+    raise ValueError(f"metadata holds {name}, not a finite number")
+
+
+_DECODER = json.JSONDecoder(parse_constant=_no_constant)
+
+
+def _small_int(text: str, what: str) -> int:
+    if not (0 < len(text) <= 20 and text.lstrip("-").isdigit()):
+        raise ValueError(f"{what}: {text!r:.30} is not an integer")
+    return int(text)
+
+
 def decode_meta(data: bytes) -> Meta:
-    """Parse a metadata block; raises ValueError/KeyError/TypeError on malformed input."""
-    doc = json.loads(data.decode("utf-8"))
+    """Parse and validate a metadata block; raises ``ValueError`` saying what is wrong."""
+    try:
+        doc = _DECODER.decode(data.decode("utf-8"))
+    except RecursionError:
+        raise ValueError("metadata is nested too deeply to parse") from None
     if not isinstance(doc, dict) or doc.get("format") != "hyperframes":
         raise ValueError("metadata is not a hyperframes metadata document")
-    streams = tuple(StreamInfo.from_dict(s) for s in doc["streams"])
-    missing = {int(k): tuple(int(x) for x in v) for k, v in (doc.get("missing") or {}).items()}
-    return Meta(
-        streams, FileMetadata.from_dict(doc.get("file") or {}), int(doc["window_ns"]), missing
-    )
+    problem = window_ns_problem(doc.get("window_ns"))
+    if problem is not None:
+        raise ValueError(f"metadata {problem}")
+    streams_doc = doc.get("streams")
+    if not isinstance(streams_doc, list) or len(streams_doc) > 1 << 16:
+        raise ValueError("metadata streams must be a list of at most 65536 streams")
+    streams = tuple(StreamInfo.from_dict(s) for s in streams_doc)
+    ids = {s.id for s in streams}
+    names = {s.name for s in streams}
+    if len(ids) != len(streams) or len(names) != len(streams):
+        raise ValueError("stream table repeats an id or a name")
+    file_doc: Any = doc.get("file")
+    if file_doc is None:
+        file_doc = {}
+    file = FileMetadata.from_dict(file_doc)
+    missing_doc = doc.get("missing") if doc.get("missing") is not None else {}
+    if not isinstance(missing_doc, dict):
+        raise ValueError("metadata missing must map window ids to stream ids")
+    missing: dict[int, tuple[int, ...]] = {}
+    for k, v in missing_doc.items():
+        if not isinstance(v, list) or not all(
+            isinstance(x, int) and not isinstance(x, bool) and 0 <= x <= 0xFFFF for x in v
+        ):
+            raise ValueError(f"metadata missing[{k!r:.30}] must be a list of stream ids")
+        missing[_small_int(k, "metadata missing window id")] = tuple(v)
+    return Meta(streams, file, doc["window_ns"], missing)

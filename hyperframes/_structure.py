@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from hyperframes._checks import overlap, range_problem
 from hyperframes._crc import crc32c
 from hyperframes._io import pread_exact
 from hyperframes._meta import MAX_META_SIZE, Meta, decode_meta
@@ -87,15 +88,14 @@ def read_meta(fd: int, path: str, offset: int, size: int, file_size: int, crc: i
     if crc is not None and crc32c(data) != crc:
         raise ChecksumError(path, "metadata", offset, crc, crc32c(data))
     try:
-        meta = decode_meta(data)
-    except (ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise CorruptFileError(path, f"metadata does not decode: {exc}", offset) from None
-    ids = [s.id for s in meta.streams]
-    if len(set(ids)) != len(ids):
-        raise CorruptFileError(path, f"stream table repeats ids: {sorted(ids)}", offset)
-    if meta.window_ns <= 0:
-        raise CorruptFileError(path, "metadata window length is not positive", offset)
-    return meta
+        return decode_meta(data)
+    except ValueError as exc:  # UnicodeDecodeError and json's errors are ValueErrors too
+        raise CorruptFileError(path, f"metadata: {exc}", offset) from None
+    except (KeyError, TypeError, AttributeError, RecursionError, OverflowError) as exc:
+        # decode_meta validates every field it uses; this is a safety net only
+        raise CorruptFileError(
+            path, f"metadata does not decode: {type(exc).__name__}: {exc}", offset
+        ) from None
 
 
 def _table(
@@ -122,8 +122,12 @@ def _table(
     return np.frombuffer(data, dtype=dtype)
 
 
-def load_structure(fd: int, path: str) -> Structure:
-    """Validate a finalized file and load its index, window table and metadata."""
+def load_structure(fd: int, path: str, *, allow_overlap: bool = False) -> Structure:
+    """Validate a finalized file and load its index, window table and metadata.
+
+    Index entries whose payloads overlap (aliasing) are refused unless
+    ``allow_overlap`` (``verify`` reports them itself and goes on checking).
+    """
     file_size = os.fstat(fd).st_size
     h = read_header(fd, path, file_size)
     if not h.finalized:
@@ -162,16 +166,35 @@ def load_structure(fd: int, path: str) -> Structure:
     if meta.window_ns != h.window_ns:
         raise CorruptFileError(path, "header and metadata disagree on window length", 52)
     _check_index(path, index, h, meta)
+    if not allow_overlap:
+        _check_aliasing(path, index, h)
     if len(windows) > 1 and np.any(np.diff(windows["window_id"]) <= 0):
         raise CorruptFileError(path, "window table is not sorted by window id", h.windows_offset)
-    ends = windows["payload_offset"] + windows["payload_size"]
-    if len(windows) and (
-        np.any(windows["payload_offset"] < h.data_offset) or np.any(ends > h.index_offset)
-    ):
+    bad = range_problem(
+        windows["payload_offset"], windows["payload_size"], h.data_offset, h.index_offset
+    )
+    if bad is not None:
         raise CorruptFileError(
-            path, "window table points outside the payload region", h.windows_offset
+            path,
+            f"window table row {bad} points outside the payload region "
+            f"[{h.data_offset}, {h.index_offset}) or is unaligned",
+            h.windows_offset + WINDOW_DTYPE.itemsize * bad,
         )
     return Structure(h, meta, index, windows, file_size)
+
+
+def _check_aliasing(path: str, entries: np.ndarray, h: Header, what: str = "index entries") -> None:
+    """Refuse two entries whose payload bytes overlap: one small payload named many times
+    would make every read of it cost again (and decode again), far beyond the file's size."""
+    pair = overlap(entries["offset"], entries["size"])
+    if pair is not None:
+        a, b = pair
+        raise CorruptFileError(
+            path,
+            f"{what} {a} and {b} name overlapping payload bytes "
+            f"(at {int(entries['offset'][a])} and {int(entries['offset'][b])})",
+            h.index_offset,
+        )
 
 
 def _check_index(path: str, index: np.ndarray, h: Header, meta: Meta) -> None:
@@ -183,17 +206,13 @@ def _check_index(path: str, index: np.ndarray, h: Header, meta: Meta) -> None:
     if not len(index):
         return
     words = index.view("<u8").reshape(-1, 4)
-    offsets = words[:, 2]
-    ends = offsets + (words[:, 3] & 0xFFFFFFFF)
-    bad = offsets < h.data_offset
-    bad |= (offsets & (ALIGN - 1)) != 0
-    bad |= ends > h.index_offset
-    if bad.any():
-        i = int(np.argmax(bad))
+    bad = range_problem(words[:, 2], words[:, 3] & 0xFFFFFFFF, h.data_offset, h.index_offset)
+    if bad is not None:
+        i = bad
         raise CorruptFileError(
             path,
-            f"index entry {i} points at [{int(offsets[i])}, {int(ends[i])}), outside the "
-            f"payload region [{h.data_offset}, {h.index_offset}) or unaligned",
+            f"index entry {i} points at offset {int(words[i, 2])} (+{int(words[i, 3] >> 32)}), "
+            f"outside the payload region [{h.data_offset}, {h.index_offset}) or unaligned",
             h.index_offset + 32 * i,
         )
     sid = (words[:, 0] & 0xFFFF).astype(np.uint16)
@@ -236,8 +255,12 @@ def load_aux(fd: int, path: str, h: Header, count: int) -> np.ndarray:
     )
 
 
-def load_quarantine(fd: int, path: str, h: Header) -> np.ndarray:
-    """The quarantine table (QUARANTINE_DTYPE, write order; empty if the file has none)."""
+def load_quarantine(fd: int, path: str, h: Header, index: np.ndarray | None = None) -> np.ndarray:
+    """The quarantine table (QUARANTINE_DTYPE, write order; empty if the file has none).
+
+    With ``index`` given, a quarantined payload that overlaps another one (or
+    an indexed one) is refused as aliasing.
+    """
     if h.quarantine_count == 0 and h.quarantine_size == 0:
         return np.zeros(0, QUARANTINE_DTYPE)
     table = _table(
@@ -252,14 +275,21 @@ def load_quarantine(fd: int, path: str, h: Header) -> np.ndarray:
         h.data_offset,
         os.fstat(fd).st_size,
     )
-    ends = table["offset"] + table["size"].astype(np.uint64)
-    bad = (table["offset"] < h.data_offset) | (table["offset"] % ALIGN != 0)
-    bad |= (ends > h.index_offset) | (ends < table["offset"])
-    if bad.any():
-        i = int(np.argmax(bad))
+    bad = range_problem(table["offset"], table["size"], h.data_offset, h.index_offset)
+    if bad is not None:
         raise CorruptFileError(
             path,
-            f"quarantine entry {i} points outside the payload region or is unaligned",
-            h.quarantine_offset + QUARANTINE_DTYPE.itemsize * i,
+            f"quarantine entry {bad} points outside the payload region or is unaligned",
+            h.quarantine_offset + QUARANTINE_DTYPE.itemsize * bad,
         )
+    if index is not None:
+        offsets = np.concatenate([index["offset"], table["offset"]])
+        pair = overlap(offsets, np.concatenate([index["size"], table["size"]]))
+        if pair is not None:
+            raise CorruptFileError(
+                path,
+                "a quarantined frame's payload overlaps another payload "
+                f"(at {int(offsets[pair[0]])} and {int(offsets[pair[1]])})",
+                h.quarantine_offset,
+            )
     return table

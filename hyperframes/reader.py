@@ -19,9 +19,9 @@ import numpy as np
 
 from hyperframes import search
 from hyperframes._crc import crc32c
-from hyperframes._io import aligned_empty, pread_into_aligned
+from hyperframes._io import pread_into_aligned, pread_scratch
 from hyperframes._structure import Structure, load_aux, load_quarantine, load_structure
-from hyperframes.codecs import CodecError, decode_frame
+from hyperframes.codecs import CodecError, decode_aligned
 from hyperframes.errors import ChecksumError, CorruptFileError, FrameNotFoundError
 from hyperframes.layout import CODEC_MASK, FrameFlags, Header
 from hyperframes.streams import FileMetadata, StreamInfo
@@ -32,6 +32,7 @@ __all__ = ["HyperframeReader", "Frame", "Hyperframe", "Mode"]
 Mode = Literal["nearest", "before", "after"]
 _COALESCE_GAP = 64 << 10  # read across holes up to this size rather than issue another pread
 _DECODE_MASK = CODEC_MASK | int(FrameFlags.SHUFFLED)  # plain ints: enum ops cost ~1 us each
+_WINDOW_OF_ZERO = (1 << 64) - 1  # window -1 (a frame stamped 0) in the uint64 window keys
 # an index row as a tuple: stream_id, flags, stream_index, timestamp_ns, offset, size, crc32c
 _Row = tuple[int, int, int, int, int, int, int]
 
@@ -45,6 +46,7 @@ class Frame:
     stream_index: int
     flags: int
     data: np.ndarray  # uint8, 64-byte aligned
+    path: str = ""  # the file it was read from (for error messages)
 
     @property
     def stream_id(self) -> int:
@@ -76,12 +78,19 @@ class Frame:
         return self.data.tobytes()
 
     def array(self) -> np.ndarray:
-        """The payload as an array of the stream's dtype and shape (a view, no copy)."""
+        """The payload as an array of the stream's dtype and shape (a view, no copy).
+
+        Raises :class:`CorruptFileError` when the payload's size does not fit
+        the dtype and shape, ``TypeError`` for a stream that is not an array.
+        """
         s = self.stream
-        if s.dtype is None:
-            raise TypeError(f"stream {s.id} ({s.name}) has encoding {s.encoding!r}, not an array")
-        arr = self.data.view(np.dtype(s.dtype))
-        return arr.reshape(s.shape) if s.shape is not None else arr
+        try:
+            return s.as_array(self.data)
+        except ValueError as exc:
+            raise CorruptFileError(
+                self.path or "<frame>",
+                f"frame of stream {s.id} ({s.name}) at t={self.timestamp_ns} ns: {exc}",
+            ) from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,6 +142,7 @@ class HyperframeReader:
         hi = np.searchsorted(sid, ids, "right")
         self._slices = {int(i): (int(a), int(b)) for i, a, b in zip(ids, lo, hi, strict=True)}
         self._ts: dict[int, np.ndarray] = {}
+        self._by_window: tuple[np.ndarray, np.ndarray] | None = None
         self._aux: np.ndarray | None = None
         self._quarantine: np.ndarray | None = None
         self._lock = threading.Lock()
@@ -210,7 +220,9 @@ class HyperframeReader:
         """
         with self._lock:
             if self._quarantine is None:
-                self._quarantine = load_quarantine(self._fd, self._name, self._s.header)
+                self._quarantine = load_quarantine(
+                    self._fd, self._name, self._s.header, self._s.index
+                )
             return self._quarantine
 
     def quarantined_frame(self, i: int) -> Frame:
@@ -225,7 +237,7 @@ class HyperframeReader:
             raise CorruptFileError(
                 self._name, f"quarantined frame {i} names unknown stream {row[0]}", row[4]
             )
-        return self._decode(i, row, pread_into_aligned(self._fd, row[5], row[4]))
+        return self._decode(i, row, self._pread(row))
 
     # --- lookups ----------------------------------------------------------
 
@@ -287,7 +299,7 @@ class HyperframeReader:
     def frame_at(self, i: int) -> Frame:
         """The frame of index entry ``i``."""
         row: _Row = self._s.index[i].item()
-        return self._decode(i, row, pread_into_aligned(self._fd, row[5], row[4]))
+        return self._decode(i, row, self._pread(row))
 
     # --- windows ----------------------------------------------------------
 
@@ -302,14 +314,30 @@ class HyperframeReader:
 
     def window_entries(self, i: int) -> np.ndarray:
         """Index positions of the frames of window ``i`` (by timestamp), per stream in order."""
+        keys, order = self._window_order()
         wid = int(self._s.windows["window_id"][i])
-        start, end = window_start(wid, self.window_ns), window_end(wid, self.window_ns)
-        parts = []
-        for sid, (lo, _hi) in self._slices.items():
-            a, b = search.window_between(self.timestamps(sid), start, end)
-            if b > a:
-                parts.append(np.arange(lo + a, lo + b))
-        return np.concatenate(parts) if parts else np.empty(0, np.intp)
+        if wid < -1:
+            return np.empty(0, np.intp)
+        key = np.uint64(_WINDOW_OF_ZERO if wid == -1 else wid)
+        a, b = np.searchsorted(keys, key, "left"), np.searchsorted(keys, key, "right")
+        return order[a:b]
+
+    def _window_order(self) -> tuple[np.ndarray, np.ndarray]:
+        """Every entry's window (sorted) and the entry positions in that order, built once.
+
+        Window ``(t - 1) // L`` of every timestamp ``t`` (``t = 0`` is window -1,
+        kept as 2**64-1, which no other timestamp reaches); a stable sort keeps
+        each window's entries per stream in timestamp order. O(n log n) once,
+        then O(log n) per window, whatever the number of streams.
+        """
+        with self._lock:
+            if self._by_window is None:
+                ts = self._s.index["timestamp_ns"]
+                key = (ts - np.uint64(1)) // np.uint64(self.window_ns)
+                key[ts == 0] = _WINDOW_OF_ZERO
+                order = np.argsort(key, kind="stable")
+                self._by_window = (key[order], order)
+            return self._by_window
 
     def get_window(self, i: int) -> Hyperframe:
         """Window ``i`` (0-based) as a :class:`Hyperframe`; one coalesced read for its block."""
@@ -401,6 +429,13 @@ class HyperframeReader:
                 run_start, run_end = k, rows[k][4] + rows[k][5]
         return [f for f in out if f is not None]
 
+    def _pread(self, row: _Row) -> np.ndarray:
+        """The stored bytes of one entry: a fresh aligned array when they are the frame
+        itself, a reused per-thread buffer when they are only decoded from."""
+        if row[1] & _DECODE_MASK:
+            return pread_scratch(self._fd, row[5], row[4])
+        return pread_into_aligned(self._fd, row[5], row[4])
+
     def _decode(self, i: int, row: _Row, stored: np.ndarray) -> Frame:
         sid, flags, stream_index, ts, offset, size, crc = row
         if len(stored) != size:
@@ -415,13 +450,9 @@ class HyperframeReader:
                 )
         stream = self.streams[sid]
         if not flags & _DECODE_MASK:
-            return Frame(stream, ts, stream_index, flags, stored)
+            return Frame(stream, ts, stream_index, flags, stored, self._name)
         try:
-            raw = decode_frame(stored.data, flags, stream.itemsize, self.max_frame_bytes)
+            data = decode_aligned(stored.data, flags, stream.itemsize, self.max_frame_bytes)
         except CodecError as exc:
             raise CorruptFileError(self._name, f"frame {i}: {exc}", offset) from None
-        if isinstance(raw, np.ndarray):  # already in a fresh aligned buffer
-            return Frame(stream, ts, stream_index, flags, raw)
-        data = aligned_empty(len(raw))
-        data[:] = np.frombuffer(raw, dtype=np.uint8)
-        return Frame(stream, ts, stream_index, flags, data)
+        return Frame(stream, ts, stream_index, flags, data, self._name)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import math
 import re
+import warnings
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -22,6 +23,8 @@ __all__ = [
     "KNOWN_ENCODINGS",
     "StreamInfo",
     "FileMetadata",
+    "MAX_JSON_DEPTH",
+    "check_json_value",
 ]
 
 
@@ -70,12 +73,100 @@ _KINDS = {k.value: k for k in SensorKind}
 _SOURCES = {s.value: s for s in TimestampSource}
 
 
+MAX_DTYPE_TEXT = 256  # characters of a dtype string a reader parses
+MAX_ITEMSIZE = 1 << 16  # bytes per array element (the byte-shuffle width)
+MAX_NDIM = 32
+MAX_RECORD_BYTES = 1 << 32  # one record of a stream can never exceed a payload (u32 size)
+_LEVEL_RANGE = 1 << 31
+
+
 @functools.lru_cache(maxsize=256)
+def _parse_dtype(text: str) -> np.dtype[Any]:
+    """``text`` as a numpy dtype, or ValueError: plain data, item size 1..MAX_ITEMSIZE.
+
+    Allowed are numpy's fixed-size, object-free dtypes (numbers, bool, bytes,
+    records, datetimes); refused are object dtypes (a view could forge
+    pointers), zero-sized ones ("S", "V", "(0,)f4": nothing to shuffle by) and
+    anything numpy only parses with a warning (deprecated aliases).
+    """
+    if len(text) > MAX_DTYPE_TEXT:
+        raise ValueError(f"dtype text of {len(text)} characters (at most {MAX_DTYPE_TEXT})")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            dt = np.dtype(text)
+    except (TypeError, ValueError, SyntaxError, Warning) as exc:
+        raise ValueError(f"{text!r} is not a numpy dtype ({type(exc).__name__})") from None
+    if dt.hasobject:
+        raise ValueError(f"dtype {text!r} holds Python objects")
+    if not 0 < dt.itemsize <= MAX_ITEMSIZE:
+        raise ValueError(f"dtype {text!r} has item size {dt.itemsize} (1..{MAX_ITEMSIZE})")
+    return dt
+
+
 def _itemsize(dtype: str) -> int:
-    return np.dtype(dtype).itemsize
+    return _parse_dtype(dtype).itemsize
+
+
+def _is_int(v: object) -> bool:
+    if type(v) is int:  # the common case, first: this runs for every stream of every open
+        return True
+    return isinstance(v, int | np.integer) and not isinstance(v, bool | np.bool_)
+
+
+def _check_shape(sid: int, shape: object, itemsize: int) -> tuple[int, ...]:
+    """A shape as a tuple of ints: 1..MAX_NDIM sizes > 0, at most one -1, bounded records."""
+    if isinstance(shape, str | bytes) or not isinstance(shape, tuple | list):
+        raise ValueError(f"stream {sid}: shape must be a list of integers, got {shape!r:.40}")
+    dims = []
+    for d in shape:
+        if not _is_int(d):
+            break
+        dims.append(int(d))
+    if not 0 < len(dims) == len(shape) <= MAX_NDIM:
+        raise ValueError(f"stream {sid}: shape {list(shape)!r:.60} must be 1..{MAX_NDIM} integers")
+    if min(dims) < -1 or 0 in dims or dims.count(-1) > 1:
+        raise ValueError(
+            f"stream {sid}: shape {list(dims)!r:.60} must hold positive sizes and at most one -1"
+        )
+    record = itemsize
+    for d in dims:
+        if d != -1:
+            record *= d
+            if record > MAX_RECORD_BYTES:
+                raise ValueError(f"stream {sid}: shape {list(dims)!r:.60} makes records over 4 GiB")
+    return tuple(dims)
+
+
+MAX_JSON_DEPTH = 32  # nesting of free-form values ("extra"): deeper is refused
+_U64 = 1 << 64
+
+
+def check_json_value(value: dict[str, Any] | list[Any], what: str) -> None:
+    """Refuse (``ValueError``) what a reader refuses in a free-form value such as ``extra``.
+
+    Nesting deeper than MAX_JSON_DEPTH, non-finite floats (JSON has no NaN or
+    Infinity) and integers wider than 64 bits: writer and reader agree.
+    """
+    stack: list[tuple[dict[str, Any] | list[Any], int]] = [(value, 1)]
+    while stack:
+        container, depth = stack.pop()
+        values: Any = container.values() if type(container) is dict else container
+        for v in values:
+            t = type(v)
+            if t is dict or t is list:
+                if depth >= MAX_JSON_DEPTH:
+                    raise ValueError(f"{what} is nested deeper than {MAX_JSON_DEPTH} levels")
+                stack.append((v, depth + 1))
+            elif t is float:
+                if not math.isfinite(v):
+                    raise ValueError(f"{what} holds a number out of range")
+            elif t is int and not -_U64 < v < _U64:
+                raise ValueError(f"{what} holds an integer wider than 64 bits")
 
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_./-]{0,127}$")
+_TEXT_MAX = 64  # encoding and codec names
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +175,8 @@ class StreamInfo:
 
     ``codec``/``level``/``shuffle`` record how the writer stored this stream's
     frames; readers decode from each frame's flags and do not depend on them.
+    Every field is validated on construction (``ValueError`` naming the
+    stream), so a stream table read from a file is as sound as one written.
     """
 
     id: int
@@ -100,40 +193,78 @@ class StreamInfo:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if not (isinstance(self.id, int) and 0 <= self.id <= 0xFFFF):
-            raise ValueError(f"stream id must be an integer 0..65535, got {self.id!r}")
-        if not (isinstance(self.name, str) and _NAME_RE.match(self.name)):
+        sid = self.id
+        if not (_is_int(sid) and 0 <= sid <= 0xFFFF):
+            raise ValueError(f"stream id must be an integer 0..65535, got {sid!r:.40}")
+        if type(sid) is not int:
+            sid = int(sid)
+            object.__setattr__(self, "id", sid)
+        if not (type(self.name) is str and _NAME_RE.match(self.name)):
             raise ValueError(
-                f"stream {self.id}: name {self.name!r} must be 1-128 characters of "
+                f"stream {sid}: name {self.name!r:.140} must be 1-128 characters of "
                 "letters, digits, '_', '.', '/', '-'"
             )
-        if not isinstance(self.kind, SensorKind):
-            object.__setattr__(self, "kind", SensorKind(self.kind))
-        if not isinstance(self.timestamp_source, TimestampSource):
-            object.__setattr__(self, "timestamp_source", TimestampSource(self.timestamp_source))
-        default_dtype, default_shape = KNOWN_ENCODINGS.get(self.encoding, (None, None))
-        if self.dtype is None and default_dtype is not None:
-            object.__setattr__(self, "dtype", default_dtype)
-        if self.shape is None and default_shape is not None:
-            object.__setattr__(self, "shape", default_shape)
+        if type(self.kind) is not SensorKind:
+            kind = _KINDS.get(self.kind) if isinstance(self.kind, str) else None
+            if kind is None:
+                raise ValueError(f"stream {sid}: unknown sensor kind {self.kind!r:.40}")
+            object.__setattr__(self, "kind", kind)
+        if type(self.timestamp_source) is not TimestampSource:
+            source = self.timestamp_source
+            known = _SOURCES.get(source) if isinstance(source, str) else None
+            if known is None:
+                raise ValueError(f"stream {sid}: unknown timestamp source {source!r:.40}")
+            object.__setattr__(self, "timestamp_source", known)
+        if not (type(self.encoding) is str and 0 < len(self.encoding) <= _TEXT_MAX):
+            raise ValueError(
+                f"stream {sid}: encoding must be a name of 1..{_TEXT_MAX} characters, "
+                f"got {self.encoding!r:.40}"
+            )
+        codec = self.codec
+        if codec is not None and not (type(codec) is str and 0 < len(codec) <= _TEXT_MAX):
+            raise ValueError(
+                f"stream {sid}: codec must be a name of 1..{_TEXT_MAX} characters, "
+                f"got {codec!r:.40}"
+            )
+        level = self.level
+        if level is not None and not (_is_int(level) and -_LEVEL_RANGE <= level < _LEVEL_RANGE):
+            raise ValueError(f"stream {sid}: level must be an integer, got {level!r:.40}")
+        if type(self.shuffle) is not bool:
+            raise ValueError(f"stream {sid}: shuffle must be true or false")
+        if type(self.extra) is not dict and not isinstance(self.extra, dict):
+            raise ValueError(f"stream {sid}: extra must be a mapping, got {self.extra!r:.40}")
+        if self.extra:
+            check_json_value(self.extra, f"stream {sid} extra")
+        if self.dtype is None or self.shape is None:
+            default_dtype, default_shape = KNOWN_ENCODINGS.get(self.encoding, (None, None))
+            if self.dtype is None and default_dtype is not None:
+                object.__setattr__(self, "dtype", default_dtype)
+            if self.shape is None and default_shape is not None:
+                object.__setattr__(self, "shape", default_shape)
+        itemsize = 1
         if self.dtype is not None:
+            if type(self.dtype) is not str:
+                raise ValueError(f"stream {sid}: dtype must be a string, got {self.dtype!r:.40}")
             try:
-                _itemsize(self.dtype)
-            except (TypeError, ValueError) as exc:
-                raise ValueError(f"stream {self.id}: invalid dtype {self.dtype!r}") from exc
+                itemsize = _itemsize(self.dtype)
+            except ValueError as exc:
+                raise ValueError(f"stream {sid}: invalid dtype: {exc}") from None
         if self.shape is not None:
-            shape = tuple(map(int, self.shape))
-            if (shape and min(shape) < -1) or 0 in shape or shape.count(-1) > 1:
-                raise ValueError(
-                    f"stream {self.id}: shape {self.shape!r} must hold positive sizes and "
-                    "at most one -1"
+            object.__setattr__(self, "shape", _check_shape(sid, self.shape, itemsize))
+        rate = self.rate_hz
+        if rate is not None:
+            try:
+                ok = type(rate) is float or (
+                    isinstance(rate, int | float) and type(rate) is not bool
                 )
-            object.__setattr__(self, "shape", shape)
-        if self.rate_hz is not None and not (math.isfinite(self.rate_hz) and self.rate_hz > 0):
-            raise ValueError(f"stream {self.id}: rate_hz must be > 0, got {self.rate_hz!r}")
+                ok = ok and math.isfinite(rate) and rate > 0
+            except OverflowError:  # an integer too large for a float
+                ok = False
+            if not ok:
+                raise ValueError(f"stream {sid}: rate_hz must be > 0, got {rate!r:.40}")
         if self.shuffle and self.dtype is None:
             raise ValueError(
-                f"stream {self.id}: shuffle needs a dtype (its item size is the shuffle width)"
+                f"stream {sid}: shuffle needs a dtype (its item size is the shuffle width)"
             )
 
     @property
@@ -180,6 +311,26 @@ class StreamInfo:
             )
         return None
 
+    def as_array(self, data: np.ndarray) -> np.ndarray:
+        """``data`` (contiguous uint8) viewed with this stream's dtype and shape, no copy.
+
+        Raises ``TypeError`` for a stream without a dtype (JPEG, bytes...) and
+        ``ValueError`` (from :meth:`size_problem`) when the size does not fit.
+        """
+        if self.dtype is None:
+            raise TypeError(
+                f"stream {self.id} ({self.name}) has encoding {self.encoding!r}, not an array"
+            )
+        problem = self.size_problem(data.size)
+        if problem is not None:
+            raise ValueError(problem)
+        dt = _parse_dtype(self.dtype)
+        if dt.subdtype is not None:  # "(3,)f4": records of 3 floats
+            base, sub = dt.subdtype
+            return data.view(base).reshape((*(self.shape or (-1,)), *sub))
+        arr = data.view(dt)
+        return arr.reshape(self.shape) if self.shape is not None else arr
+
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready dict."""
         return {
@@ -199,25 +350,37 @@ class StreamInfo:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> StreamInfo:
-        """Inverse of :meth:`to_dict`; unknown keys are ignored (newer writers)."""
+        """Inverse of :meth:`to_dict`; unknown keys are ignored (newer writers).
+
+        Raises ``ValueError`` for a field of the wrong type or out of range.
+        """
+        if not isinstance(d, dict):
+            raise ValueError(f"a stream must be a JSON object, got {type(d).__name__}")
         shape = d.get("shape")
+        extra: Any = d.get("extra")
         kind = d.get("kind", "other")
-        source = d.get("timestamp_source", "hardware")
+        if isinstance(kind, str) and kind not in _KINDS:
+            kind = SensorKind.OTHER  # a sensor kind from a newer writer is read as "other"
         return cls(
-            id=d["id"],
-            name=d["name"],
-            # a sensor kind from a newer writer is still readable: treat it as "other"
-            kind=_KINDS.get(kind, SensorKind.OTHER) if isinstance(kind, str) else kind,
+            id=d.get("id", -1),
+            name=d.get("name"),  # type: ignore[arg-type]  # validated on construction
+            kind=kind,
             encoding=d.get("encoding", "bytes"),
             dtype=d.get("dtype"),
-            shape=tuple(shape) if shape is not None else None,
-            timestamp_source=_SOURCES.get(source, source) if isinstance(source, str) else source,
+            shape=shape if shape is None or isinstance(shape, tuple) else _listlike(shape),
+            timestamp_source=d.get("timestamp_source", "hardware"),
             rate_hz=d.get("rate_hz"),
             codec=d.get("codec"),
             level=d.get("level"),
-            shuffle=bool(d.get("shuffle", False)),
-            extra=dict(d.get("extra") or {}),
+            shuffle=d.get("shuffle", False),
+            extra={} if extra is None else extra,
         )
+
+
+def _listlike(value: object) -> tuple[Any, ...]:
+    if not isinstance(value, list):
+        raise ValueError(f"shape must be a list of integers, got {value!r:.40}")
+    return tuple(value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -229,6 +392,12 @@ class FileMetadata:
     segment_seq: int = 0
     created_ns: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.extra, dict):
+            raise ValueError(f"file metadata: extra must be a mapping, got {self.extra!r:.40}")
+        if self.extra:
+            check_json_value(self.extra, "file metadata extra")
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready dict."""
@@ -242,11 +411,26 @@ class FileMetadata:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> FileMetadata:
-        """Inverse of :meth:`to_dict`; unknown keys are ignored."""
+        """Inverse of :meth:`to_dict`; unknown keys are ignored.
+
+        Raises ``ValueError`` for numbers that are not integers in -2**63..2**64-1.
+        """
+        if not isinstance(d, dict):
+            raise ValueError(f"file metadata must be a JSON object, got {type(d).__name__}")
+        extra = d.get("extra") if d.get("extra") is not None else {}
+        if not isinstance(extra, dict):
+            raise ValueError("file metadata: extra must be a mapping")
         return cls(
             vehicle_id=str(d.get("vehicle_id", "unknown")),
             recorder_version=str(d.get("recorder_version", "")),
-            segment_seq=int(d.get("segment_seq", 0)),
-            created_ns=int(d.get("created_ns", 0)),
-            extra=dict(d.get("extra") or {}),
+            segment_seq=_int_field(d, "segment_seq"),
+            created_ns=_int_field(d, "created_ns"),
+            extra=extra,
         )
+
+
+def _int_field(d: dict[str, Any], key: str) -> int:
+    v = d.get(key, 0)
+    if not _is_int(v) or not -(1 << 63) <= v < 1 << 64:
+        raise ValueError(f"file metadata: {key} must be an integer, got {v!r:.40}")
+    return int(v)

@@ -25,7 +25,7 @@ import numpy as np
 
 from hyperframes._crc import BytesLike, PayloadLike, byte_view, crc32c
 from hyperframes._io import fsync_dir, write_all
-from hyperframes._meta import Meta, encode_meta
+from hyperframes._meta import Meta, encode_meta, window_ns_problem
 from hyperframes.codecs import CODEC_LZ4, CODEC_ZSTD, CodecSpec, encode_frame
 from hyperframes.layout import (
     ALIGN,
@@ -134,8 +134,9 @@ class HyperframeWriter:
         fsync_interval_s: float = 1.0,
         threads: int | None = None,
     ) -> None:
-        if window_ns <= 0:
-            raise ValueError(f"window_ns must be > 0, got {window_ns}")
+        problem = window_ns_problem(window_ns)
+        if problem is not None:
+            raise ValueError(f"window_ns: {problem}")
         if fsync_interval_s < 0:
             raise ValueError(f"fsync_interval_s must be >= 0, got {fsync_interval_s}")
         ids = [s.id for s in streams]

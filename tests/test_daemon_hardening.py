@@ -10,6 +10,7 @@ import asyncio
 import math
 import signal
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -62,7 +63,7 @@ def _send(endpoint: str, plan: Plan) -> None:
             pub.send(topic, ts, payload_for(topic, seq), seq=seq)
 
 
-def _record(cfg: Any, plan: Plan) -> Recorder:
+def _record(cfg: Any, plan: Plan, until: Callable[[Recorder], bool] | None = None) -> Recorder:
     async def main() -> Recorder:
         async with Recorder(cfg) as rec:
             await rec.ready.wait()
@@ -70,6 +71,8 @@ def _record(cfg: Any, plan: Plan) -> Recorder:
             assert ep is not None
             await asyncio.to_thread(_send, ep, plan)
             await asyncio.sleep(0.4)  # the last windows close on grace
+            if until is not None:
+                await wait_for(lambda: until(rec), timeout=30)
         return rec
 
     return asyncio.run(main())
@@ -168,7 +171,8 @@ def test_recovery_on_start_finishes_or_moves_aside_every_leftover(tmp_path: Path
     other = out / (segment_name("othercar", t0, 0) + ".tmp")
     other.write_bytes(b"not ours")
 
-    rec = _record(cfg, _realtime(time.time_ns(), 0.5))
+    # recovery runs beside the recording; wait for it (a stop would leave the rest for later)
+    rec = _record(cfg, _realtime(time.time_ns(), 0.5), until=lambda r: len(r.recovered) == 3)
 
     assert sorted(o.result for o in rec.recovered) == ["damaged", "recovered", "recovered"]
     assert (rec.stats.segments_recovered, rec.stats.segments_damaged) == (2, 1)
