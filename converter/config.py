@@ -14,15 +14,13 @@ finished archives look unconverted.
 
 from __future__ import annotations
 
-import difflib
-import math
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from pathlib import Path
-from typing import Any, Final, TypeVar
+from typing import Any, Final
 
-from converter.errors import ConfigError, MissingExtraError
+from converter.errors import ConfigError
+from hyperframes import _yamlconf as v
 
 __all__ = [
     "ENCODERS",
@@ -36,8 +34,6 @@ __all__ = [
     "parse_config",
     "load_config",
 ]
-
-T = TypeVar("T")
 
 ENCODERS: Final = ("auto", "nvenc", "x265")
 X265_PRESETS: Final = (
@@ -154,149 +150,30 @@ class ConvertConfig:
         psnr_floor_db: float | None = None,
     ) -> ConvertConfig:
         """A copy with command-line overrides applied (validated like the YAML keys)."""
-        cfg = self
-        if encoder is not None:
-            cfg = replace(
-                cfg, video=replace(cfg.video, encoder=_choice(*ENCODERS)("--encoder", encoder))
-            )
-        if workers is not None:
-            cfg = replace(
-                cfg, batch=replace(cfg.batch, workers=_int_in(1, 4096)("--workers", workers))
-            )
-        if psnr_floor_db is not None:
-            floor = _number(0.0, 200.0, zero_ok=True)("--psnr-floor", psnr_floor_db)
-            cfg = replace(cfg, verify=replace(cfg.verify, psnr_floor_db=floor))
-        if keep:
-            names = tuple(dict.fromkeys([*cfg.keep, *(_str("--keep", k) for k in keep)]))
-            cfg = replace(cfg, keep=names)
+        try:
+            cfg = self
+            if encoder is not None:
+                video = replace(cfg.video, encoder=v.choice(*ENCODERS)("--encoder", encoder))
+                cfg = replace(cfg, video=video)
+            if workers is not None:
+                batch = replace(cfg.batch, workers=v.int_in(1, 4096)("--workers", workers))
+                cfg = replace(cfg, batch=batch)
+            if psnr_floor_db is not None:
+                floor = v.number(200.0, zero_ok=True)("--psnr-floor", psnr_floor_db)
+                cfg = replace(cfg, verify=replace(cfg.verify, psnr_floor_db=floor))
+            if keep:
+                names = tuple(dict.fromkeys([*cfg.keep, *(_name("--keep", k) for k in keep)]))
+                cfg = replace(cfg, keep=names)
+        except v.ConfigError as exc:
+            raise ConfigError(exc.key, exc.problem) from None
         return cfg
 
 
-# --- YAML without silent duplicate keys ---------------------------------------
-
-
-def _yaml() -> Any:
-    try:
-        import yaml  # noqa: PLC0415 - an optional extra, imported when a file is loaded
-    except ImportError:
-        raise MissingExtraError("pyyaml", "converter", "reading a conversion config") from None
-    return yaml
-
-
-def _strict_loader() -> Any:
-    yaml = _yaml()
-
-    class StrictLoader(yaml.SafeLoader):  # type: ignore[name-defined,misc]
-        """SafeLoader that rejects a key repeated in one mapping."""
-
-    def construct_mapping(loader: Any, node: Any) -> dict[Any, Any]:
-        seen: set[Any] = set()
-        for key_node, _ in node.value:
-            key = loader.construct_object(key_node)
-            line = key_node.start_mark.line + 1
-            if not isinstance(key, str | int | float | bool | None):
-                raise ConfigError("", f"line {line}: mapping keys must be plain names")
-            if key in seen:
-                raise ConfigError("", f"line {line}: key {key!r} appears twice in one mapping")
-            seen.add(key)
-        return dict(loader.construct_mapping(node))
-
-    StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, construct_mapping)
-    return StrictLoader
-
-
-# --- typed checks: each names the key path, what was wrong and what is allowed ----
-
-
-def _kind(value: object) -> str:
-    return {dict: "a mapping", list: "a list", str: "a string", bool: "a boolean"}.get(
-        type(value), f"{type(value).__name__} {value!r}"
-    )
-
-
-def _suggest(word: str, allowed: Sequence[str]) -> str:
-    """``"; did you mean 'x'?"`` for the closest allowed word, else ``""``."""
-    close = [a for a in allowed if a.lower() == word.lower()]
-    close = close or difflib.get_close_matches(word, allowed, n=1, cutoff=0.6)
-    if not close and len(word) >= 2:
-        close = [a for a in allowed if a.startswith(word) or word.startswith(a)][:1]
-    return f"; did you mean {close[0]!r}?" if close else ""
-
-
-def _str(key: str, value: object) -> str:
+def _name(key: str, value: object) -> str:
+    """A stream name, or a stream id given as a number."""
     if isinstance(value, int) and not isinstance(value, bool):
-        return str(value)  # a stream id given as a number
-    if not isinstance(value, str) or not value:
-        raise ConfigError(key, f"must be a non-empty string, got {_kind(value)}")
-    return value
-
-
-def _int_in(lo: int, hi: int) -> Callable[[str, object], int]:
-    def check(key: str, value: object) -> int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise ConfigError(key, f"must be an integer {lo}..{hi}, got {_kind(value)}")
-        if not lo <= value <= hi:
-            raise ConfigError(key, f"must be {lo}..{hi}, got {value}")
-        return value
-
-    return check
-
-
-def _number(lo: float, hi: float, zero_ok: bool = False) -> Callable[[str, object], float]:
-    def check(key: str, value: object) -> float:
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise ConfigError(key, f"must be a number, got {_kind(value)}")
-        v = float(value)
-        low_ok = v >= lo if zero_ok else v > lo
-        if not (math.isfinite(v) and low_ok and v <= hi):
-            bound = ">=" if zero_ok else ">"
-            raise ConfigError(key, f"must be {bound} {lo:g} and <= {hi:g}, got {value}")
-        return v
-
-    return check
-
-
-def _choice(*allowed: str) -> Callable[[str, object], str]:
-    def check(key: str, value: object) -> str:
-        if not isinstance(value, str) or value not in allowed:
-            hint = _suggest(str(value), allowed)
-            raise ConfigError(
-                key, f"{value!r} is not allowed{hint} (allowed: {', '.join(allowed)})"
-            )
-        return value
-
-    return check
-
-
-def _auto_or(check: Callable[[str, object], int]) -> Callable[[str, object], int | None]:
-    def auto(key: str, value: object) -> int | None:
-        return None if value == "auto" else check(key, value)
-
-    return auto
-
-
-class _Section:
-    """A mapping being validated: typed getters that name the key path on error."""
-
-    def __init__(self, data: object, path: str, allowed: Sequence[str]) -> None:
-        if not isinstance(data, Mapping):
-            raise ConfigError(path, f"must be a mapping, got {_kind(data)}")
-        for key in data:
-            if not isinstance(key, str) or key not in allowed:
-                where = f"{path}.{key}" if path else str(key)
-                hint = _suggest(str(key), allowed)
-                raise ConfigError(where, f"unknown key{hint} (allowed here: {', '.join(allowed)})")
-        self.data = data
-        self.path = path
-
-    def get(self, name: str, check: Callable[[str, object], T], default: T) -> T:
-        value = self.data.get(name)
-        key = f"{self.path}.{name}" if self.path else name
-        return default if value is None else check(key, value)
-
-    def section(self, name: str) -> object:
-        value = self.data.get(name)
-        return {} if value is None else value
+        return str(value)
+    return v.string(key, value)
 
 
 _TOP_KEYS = ("video", "lossless", "verify", "batch", "keep")
@@ -313,51 +190,51 @@ _BATCH_KEYS = (
 
 
 def _video(data: object) -> VideoConfig:
-    s = _Section(data, "video", _VIDEO_KEYS)
+    s = v.Section(data, "video", _VIDEO_KEYS)
     d = VideoConfig()
     return VideoConfig(
-        encoder=s.get("encoder", _choice(*ENCODERS), d.encoder),
-        quality=s.get("quality", _int_in(0, 51), d.quality),
-        x265_preset=s.get("x265_preset", _choice(*X265_PRESETS), d.x265_preset),
-        nvenc_preset=s.get("nvenc_preset", _choice(*NVENC_PRESETS), d.nvenc_preset),
-        k=s.get("k", _int_in(1, 100_000), d.k),
-        max_gop=s.get("max_gop", _int_in(1, 100_000), d.max_gop),
-        threads=s.get("threads", _auto_or(_int_in(1, 256)), d.threads),
+        encoder=s.get("encoder", v.choice(*ENCODERS), d.encoder),
+        quality=s.get("quality", v.int_in(0, 51), d.quality),
+        x265_preset=s.get("x265_preset", v.choice(*X265_PRESETS), d.x265_preset),
+        nvenc_preset=s.get("nvenc_preset", v.choice(*NVENC_PRESETS), d.nvenc_preset),
+        k=s.get("k", v.int_in(1, 100_000), d.k),
+        max_gop=s.get("max_gop", v.int_in(1, 100_000), d.max_gop),
+        threads=s.get("threads", v.auto_or(v.int_in(1, 256)), d.threads),
     )
 
 
 def _lossless(data: object) -> LosslessConfig:
-    s = _Section(data, "lossless", ("zstd_level",))
-    return LosslessConfig(zstd_level=s.get("zstd_level", _int_in(1, 22), 3))
+    s = v.Section(data, "lossless", ("zstd_level",))
+    return LosslessConfig(zstd_level=s.get("zstd_level", v.int_in(1, 22), 3))
 
 
 def _verify(data: object) -> VerifyConfig:
-    s = _Section(data, "verify", _VERIFY_KEYS)
+    s = v.Section(data, "verify", _VERIFY_KEYS)
     d = VerifyConfig()
     return VerifyConfig(
-        psnr_floor_db=s.get("psnr_floor_db", _number(0.0, 200.0, zero_ok=True), d.psnr_floor_db),
-        sample_gops=s.get("sample_gops", _number(0.0, 1.0), d.sample_gops),
-        decoder=s.get("decoder", _choice(*DECODERS), d.decoder),
+        psnr_floor_db=s.get("psnr_floor_db", v.number(200.0, zero_ok=True), d.psnr_floor_db),
+        sample_gops=s.get("sample_gops", v.number(1.0), d.sample_gops),
+        decoder=s.get("decoder", v.choice(*DECODERS), d.decoder),
     )
 
 
 def _batch(data: object) -> BatchConfig:
-    s = _Section(data, "batch", _BATCH_KEYS)
+    s = v.Section(data, "batch", _BATCH_KEYS)
     d = BatchConfig()
     return BatchConfig(
-        workers=s.get("workers", _auto_or(_int_in(1, 4096)), d.workers),
-        settle_s=s.get("settle_s", _number(0.0, 86_400.0, zero_ok=True), d.settle_s),
-        stale_tmp_s=s.get("stale_tmp_s", _number(0.0, 30 * 86_400.0, zero_ok=True), d.stale_tmp_s),
-        poll_s=s.get("poll_s", _number(0.0, 3600.0), d.poll_s),
-        ray_num_cpus=s.get("ray_num_cpus", _number(0.0, 1024.0), d.ray_num_cpus),
-        ray_max_retries=s.get("ray_max_retries", _int_in(0, 100), d.ray_max_retries),
+        workers=s.get("workers", v.auto_or(v.int_in(1, 4096)), d.workers),
+        settle_s=s.get("settle_s", v.number(86_400.0, zero_ok=True), d.settle_s),
+        stale_tmp_s=s.get("stale_tmp_s", v.number(30 * 86_400.0, zero_ok=True), d.stale_tmp_s),
+        poll_s=s.get("poll_s", v.number(3600.0), d.poll_s),
+        ray_num_cpus=s.get("ray_num_cpus", v.number(1024.0), d.ray_num_cpus),
+        ray_max_retries=s.get("ray_max_retries", v.int_in(0, 100), d.ray_max_retries),
     )
 
 
 def _keep(data: object) -> tuple[str, ...]:
     if not isinstance(data, list):
-        raise ConfigError("keep", f"must be a list of stream names or ids, got {_kind(data)}")
-    names = [_str(f"keep[{i}]", v) for i, v in enumerate(data)]
+        raise ConfigError("keep", f"must be a list of stream names or ids, got {v.kind(data)}")
+    names = [_name(f"keep[{i}]", v) for i, v in enumerate(data)]
     for i, name in enumerate(names):
         if name in names[:i]:
             raise ConfigError(f"keep[{i}]", f"{name!r} already listed at keep[{names.index(name)}]")
@@ -369,7 +246,7 @@ def parse_config(data: object, source: str | None = None) -> ConvertConfig:
     try:
         if data is None:
             return ConvertConfig(source=source)
-        s = _Section(data, "", _TOP_KEYS)
+        s = v.Section(data, "", _TOP_KEYS)
         keep = s.data.get("keep")
         return ConvertConfig(
             video=_video(s.section("video")),
@@ -379,26 +256,14 @@ def parse_config(data: object, source: str | None = None) -> ConvertConfig:
             keep=() if keep is None else _keep(keep),
             source=source,
         )
-    except ConfigError as exc:
-        if exc.source is None and source is not None:
-            raise ConfigError(exc.key, exc.problem, source) from None
-        raise
+    except v.ConfigError as exc:
+        raise ConfigError(exc.key, exc.problem, exc.source or source) from None
 
 
 def load_config(path: str | os.PathLike[str]) -> ConvertConfig:
     """Read and validate one conversion YAML file; raises :class:`ConfigError`."""
-    source = os.fspath(path)
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError("", f"cannot read: {exc.strerror or exc}", source) from None
-    except UnicodeDecodeError as exc:
-        raise ConfigError("", f"not UTF-8 text: {exc.reason}", source) from None
-    yaml = _yaml()
-    try:
-        data = yaml.load(text, Loader=_strict_loader())  # a SafeLoader subclass
-    except ConfigError as exc:
-        raise ConfigError(exc.key, exc.problem, source) from None
-    except yaml.YAMLError as exc:
-        raise ConfigError("", f"invalid YAML: {exc}", source) from None
-    return parse_config(data, source)
+        data = v.load_yaml(path, "converter")
+    except v.ConfigError as exc:
+        raise ConfigError(exc.key, exc.problem, exc.source) from None
+    return parse_config(data, os.fspath(path))

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from hyperframes import errors as hf_errors
 from hyperframes.errors import HyperframesError
 
 __all__ = [
@@ -34,15 +35,8 @@ class ConverterError(HyperframesError):
         return {"error": type(self).__name__, "message": str(self)}
 
 
-class ConfigError(ConverterError, ValueError):
+class ConfigError(ConverterError, hf_errors.ConfigError):
     """A conversion config that cannot be used; ``key`` is the path of the bad key."""
-
-    def __init__(self, key: str, problem: str, source: str | None = None) -> None:
-        self.key = key
-        self.problem = problem
-        self.source = source
-        where = f"{source}: " if source else ""
-        super().__init__(f"{where}{key}: {problem}" if key else f"{where}{problem}")
 
 
 class _AboutFrame(ConverterError):

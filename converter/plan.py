@@ -18,8 +18,9 @@ from enum import StrEnum
 from typing import Any, Final
 
 from converter import __version__
-from converter.config import ConvertConfig, _suggest
+from converter.config import ConvertConfig
 from converter.errors import ConfigError
+from hyperframes._yamlconf import suggest as _suggest
 from hyperframes.codecs import CodecSpec
 from hyperframes.streams import SensorKind, StreamInfo
 from hyperframes.writer import default_codec

@@ -191,12 +191,16 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# entry-point name -> the extra that brings what its commands need
+_EXTRA_OF = {"recorder": "recorder", "convert": "converter", "mcap": "mcap", "viz": "viz"}
+
+
 def _unavailable(name: str, missing: str) -> Handler:
+    extra = _EXTRA_OF.get(name)
+    how = f"pip install 'hyperframes[{extra}]'" if extra else f"pip install {missing}"
+
     def handler(_args: argparse.Namespace) -> int:
-        print(
-            f"error: '{name}' needs {missing}; install it with pip install 'hyperframes[recorder]'",
-            file=sys.stderr,
-        )
+        print(f"error: '{name}' needs {missing}; install it with {how}", file=sys.stderr)
         return 2
 
     return handler

@@ -16,6 +16,7 @@ __all__ = [
     "UnsupportedVersionError",
     "FrameNotFoundError",
     "RecoveryError",
+    "ConfigError",
 ]
 
 
@@ -108,3 +109,18 @@ class RecoveryError(HyperframesError):
     def __init__(self, path: str | os.PathLike[str], what: str):
         self.path = os.fspath(path)
         super().__init__(f"{self.path}: cannot recover: {what}")
+
+
+class ConfigError(HyperframesError, ValueError):
+    """A YAML config that cannot be used; ``key`` is the path of the bad key.
+
+    ``problem`` says what was wrong and what is allowed; ``source`` names the
+    file when known. The recorder and the converter raise subclasses.
+    """
+
+    def __init__(self, key: str, problem: str, source: str | None = None) -> None:
+        self.key = key
+        self.problem = problem
+        self.source = source
+        where = f"{source}: " if source else ""
+        super().__init__(f"{where}{key}: {problem}" if key else f"{where}{problem}")

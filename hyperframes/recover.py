@@ -23,7 +23,14 @@ from hyperframes.errors import CorruptFileError, RecoveryError
 from hyperframes.verify import verify_file
 from hyperframes.writer import TMP_SUFFIX, write_trailer
 
-__all__ = ["RecoveryReport", "BlockScan", "scan_blocks", "recover", "default_output"]
+__all__ = [
+    "RecoveryReport",
+    "BlockScan",
+    "scan_blocks",
+    "scan_recoverable",
+    "recover",
+    "default_output",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +47,23 @@ class RecoveryReport:
     stop_reason: str  # why the scan stopped ("end of file" when nothing was lost)
     first_ns: int
     last_ns: int
+
+    @classmethod
+    def from_scan(cls, scan: BlockScan, source: Path, output: Path, size: int) -> RecoveryReport:
+        """The report of recovering ``scan`` of a ``size``-byte ``source`` into ``output``."""
+        ts = scan.entries["timestamp_ns"]
+        return cls(
+            source=source,
+            output=output,
+            windows=len(scan.windows),
+            frames=len(scan.entries),
+            good_bytes=scan.end,
+            lost_bytes=0 if scan.stop_reason == END_OF_FILE else size - scan.end,
+            lost_frames=scan.lost_frames,
+            stop_reason=scan.stop_reason,
+            first_ns=int(ts.min()) if len(ts) else 0,
+            last_ns=int(ts.max()) if len(ts) else 0,
+        )
 
     def summary(self) -> str:
         """One human line, used by the CLI."""
@@ -81,18 +105,12 @@ def recover(
         raise RecoveryError(src, "output would overwrite the source; pass another output path")
     if out.exists() and not overwrite:
         raise RecoveryError(src, f"output {out} already exists")
-    name = os.fspath(src)
-    fd = os.open(name, os.O_RDONLY)
+    fd = os.open(src, os.O_RDONLY)
     try:
-        try:
-            scan = scan_blocks(fd, name)
-        except CorruptFileError as exc:
-            raise RecoveryError(src, f"header or stream table unreadable: {exc.what}") from exc
+        scan = scan_recoverable(fd, src)
         size = os.fstat(fd).st_size
     finally:
         os.close(fd)
-    if not len(scan.windows):
-        raise RecoveryError(src, f"no complete window found ({scan.stop_reason})")
     # not NAME.tmp: for the default output that is the source itself
     tmp = out.with_name(out.name + ".recovering" + TMP_SUFFIX)
     try:
@@ -115,20 +133,22 @@ def recover(
     finally:
         tmp.unlink(missing_ok=True)
     fsync_dir(out.parent)
-    ts = scan.entries["timestamp_ns"]
-    lost = 0 if scan.stop_reason == END_OF_FILE else size - scan.end
-    return RecoveryReport(
-        source=src,
-        output=out,
-        windows=len(scan.windows),
-        frames=len(scan.entries),
-        good_bytes=scan.end,
-        lost_bytes=lost,
-        lost_frames=scan.lost_frames,
-        stop_reason=scan.stop_reason,
-        first_ns=int(ts.min()) if len(ts) else 0,
-        last_ns=int(ts.max()) if len(ts) else 0,
-    )
+    return RecoveryReport.from_scan(scan, src, out, size)
+
+
+def scan_recoverable(fd: int, source: Path) -> BlockScan:
+    """:func:`scan_blocks` of an open ``source``, with at least one intact window.
+
+    Raises :class:`RecoveryError` when the header or stream table is unreadable
+    or not one window is intact.
+    """
+    try:
+        scan = scan_blocks(fd, os.fspath(source))
+    except CorruptFileError as exc:
+        raise RecoveryError(source, f"header or stream table unreadable: {exc.what}") from exc
+    if not len(scan.windows):
+        raise RecoveryError(source, f"no complete window found ({scan.stop_reason})")
+    return scan
 
 
 def _copy_prefix(src: BinaryIO, dst: BinaryIO, length: int) -> None:

@@ -23,8 +23,8 @@ import os
 from pathlib import Path
 
 from hyperframes._io import fsync_dir
-from hyperframes.errors import CorruptFileError, RecoveryError
-from hyperframes.recover import RecoveryReport, default_output, scan_blocks
+from hyperframes.errors import RecoveryError
+from hyperframes.recover import RecoveryReport, default_output, scan_recoverable
 from hyperframes.verify import verify_file
 from hyperframes.writer import TMP_SUFFIX, write_trailer
 
@@ -46,18 +46,12 @@ def finish_in_place(tmp: str | os.PathLike[str], tail_to: Path | None = None) ->
     out = default_output(src)
     if out.exists():
         raise FileExistsError(f"{out}: already exists; not overwriting it with {src.name}")
-    name = os.fspath(src)
-    fd = os.open(name, os.O_RDWR)
+    fd = os.open(src, os.O_RDWR)
     try:
-        try:
-            scan = scan_blocks(fd, name)
-        except CorruptFileError as exc:
-            raise RecoveryError(src, f"header or stream table unreadable: {exc.what}") from exc
-        if not len(scan.windows):
-            raise RecoveryError(src, f"no complete window found ({scan.stop_reason})")
+        scan = scan_recoverable(fd, src)
         size = os.fstat(fd).st_size
-        lost = 0 if scan.stop_reason == "end of file" else size - scan.end
-        if lost and tail_to is not None:
+        report = RecoveryReport.from_scan(scan, src, out, size)
+        if report.lost_bytes and tail_to is not None:
             _copy_range(fd, scan.end, size, tail_to)
         write_trailer(
             fd, scan.end, scan.data_offset, scan.entries, scan.aux, scan.windows, scan.meta
@@ -69,19 +63,7 @@ def finish_in_place(tmp: str | os.PathLike[str], tail_to: Path | None = None) ->
         raise RecoveryError(src, "the finished file does not verify: " + "; ".join(result.problems))
     os.replace(src, out)
     fsync_dir(out.parent)
-    ts = scan.entries["timestamp_ns"]
-    return RecoveryReport(
-        source=src,
-        output=out,
-        windows=len(scan.windows),
-        frames=len(scan.entries),
-        good_bytes=scan.end,
-        lost_bytes=lost,
-        lost_frames=scan.lost_frames,
-        stop_reason=scan.stop_reason,
-        first_ns=int(ts.min()) if len(ts) else 0,
-        last_ns=int(ts.max()) if len(ts) else 0,
-    )
+    return report
 
 
 def _copy_range(fd: int, start: int, end: int, dest: Path) -> None:

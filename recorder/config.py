@@ -21,8 +21,9 @@ from pathlib import Path
 from typing import Final, TypeVar
 
 import numpy as np
-import yaml
 
+from hyperframes import _yamlconf as v
+from hyperframes._yamlconf import Section as _Section
 from hyperframes.codecs import CodecSpec
 from hyperframes.streams import (
     KNOWN_ENCODINGS,
@@ -30,21 +31,6 @@ from hyperframes.streams import (
     SensorKind,
     StreamInfo,
     TimestampSource,
-)
-from recorder._validate import (
-    _bool,
-    _choice,
-    _dtype,
-    _int_in,
-    _kind,
-    _list,
-    _mapping,
-    _path,
-    _positive,
-    _Section,
-    _shape,
-    _str,
-    _StrictLoader,
 )
 from recorder.errors import ConfigError
 
@@ -248,24 +234,24 @@ class VehicleConfig:
 # --- YAML without silent duplicate keys ----------------------------------------
 
 
-_stamp = _choice("hardware", "host")
+_stamp = v.choice("hardware", "host")
 
 
 def _disk(data: object) -> DiskConfig:
     s = _Section(data, "disk", ("min_free_mb", "on_full", "protected_glob"))
     return DiskConfig(
-        min_free_mb=s.get("min_free_mb", _int_in(0), 1024),
-        on_full=s.get("on_full", _choice("stop", "delete-oldest"), "stop"),
-        protected_glob=s.get("protected_glob", _str, None),
+        min_free_mb=s.get("min_free_mb", v.int_in(0), 1024),
+        on_full=s.get("on_full", v.choice("stop", "delete-oldest"), "stop"),
+        protected_glob=s.get("protected_glob", v.string, None),
     )
 
 
 def _metrics(data: object) -> MetricsConfig:
     s = _Section(data, "metrics", ("enabled", "host", "port"))
     return MetricsConfig(
-        enabled=s.get("enabled", _bool, False),
-        host=s.get("host", _str, "127.0.0.1"),
-        port=s.get("port", _int_in(1, 65535), 9108),
+        enabled=s.get("enabled", v.boolean, False),
+        host=s.get("host", v.string, "127.0.0.1"),
+        port=s.get("port", v.int_in(1, 65535), 9108),
     )
 
 
@@ -274,17 +260,17 @@ _ZMQ_KEYS = ("name", "endpoint", "socket", "bind", "rcvhwm")
 
 def _zmq_socket(data: object, path: str, default_name: str) -> ZmqSocketConfig:
     s = _Section(data, path, _ZMQ_KEYS)
-    endpoint = s.need("endpoint", _str)
+    endpoint = s.need("endpoint", v.string)
     if not _ZMQ_ENDPOINT_RE.match(endpoint):
         raise ConfigError(
             s.key("endpoint"), f"{endpoint!r} is not a ZMQ endpoint (tcp://HOST:PORT, ipc://PATH)"
         )
     return ZmqSocketConfig(
-        name=s.get("name", _str, default_name),
+        name=s.get("name", v.string, default_name),
         endpoint=endpoint,
-        socket=s.get("socket", _choice("pull", "sub"), "pull"),
-        bind=s.get("bind", _bool, True),
-        rcvhwm=s.get("rcvhwm", _int_in(0), 10000),
+        socket=s.get("socket", v.choice("pull", "sub"), "pull"),
+        bind=s.get("bind", v.boolean, True),
+        rcvhwm=s.get("rcvhwm", v.int_in(0), 10000),
     )
 
 
@@ -320,28 +306,28 @@ def _mqtt(data: object, vehicle_id: str) -> MqttConfig:
     if s.has("tls"):
         t = _Section(s.data["tls"], "mqtt.tls", ("ca_file", "cert_file", "key_file"))
         tls = TlsConfig(
-            ca_file=t.get("ca_file", _path, None),
-            cert_file=t.get("cert_file", _path, None),
-            key_file=t.get("key_file", _path, None),
+            ca_file=t.get("ca_file", v.path, None),
+            cert_file=t.get("cert_file", v.path, None),
+            key_file=t.get("key_file", v.path, None),
         )
         if (tls.cert_file is None) != (tls.key_file is None):
             raise ConfigError("mqtt.tls", "cert_file and key_file go together (client certificate)")
-    password = s.get("password", _str, None)
-    password_file = s.get("password_file", _path, None)
+    password = s.get("password", v.string, None)
+    password_file = s.get("password_file", v.path, None)
     if password is not None and password_file is not None:
         raise ConfigError("mqtt.password_file", "give password or password_file, not both")
     if (password is not None or password_file is not None) and not s.has("username"):
         raise ConfigError("mqtt.username", "required when a password is given")
     return MqttConfig(
-        host=s.need("host", _str),
-        port=s.get("port", _int_in(1, 65535), 8883 if tls else 1883),
-        username=s.get("username", _str, None),
+        host=s.need("host", v.string),
+        port=s.get("port", v.int_in(1, 65535), 8883 if tls else 1883),
+        username=s.get("username", v.string, None),
         password=password,
         password_file=password_file,
         tls=tls,
-        client_id=s.get("client_id", _str, f"hyperframes-{vehicle_id}"),
-        keepalive_s=s.get("keepalive_s", _int_in(5, 3600), 30),
-        reconnect_max_s=s.get("reconnect_max_s", _positive(3600), 30.0),
+        client_id=s.get("client_id", v.string, f"hyperframes-{vehicle_id}"),
+        keepalive_s=s.get("keepalive_s", v.int_in(5, 3600), 30),
+        reconnect_max_s=s.get("reconnect_max_s", v.number(3600), 30.0),
     )
 
 
@@ -353,13 +339,13 @@ _STREAM_KEYS = (
 
 
 def _codec(s: _Section, encoding: str, dtype: str | None) -> CodecSpec:
-    text = s.get("codec", _str, "auto").strip().lower()
+    text = s.get("codec", v.string, "auto").strip().lower()
     shuffle_opt = s.data.get("shuffle")
     if shuffle_opt is None:
         shuffle_opt = "auto"
     if shuffle_opt != "auto" and not isinstance(shuffle_opt, bool):
         raise ConfigError(
-            s.key("shuffle"), f"must be auto, true or false, got {_kind(shuffle_opt)}"
+            s.key("shuffle"), f"must be auto, true or false, got {v.kind(shuffle_opt)}"
         )
     itemsize = np.dtype(dtype).itemsize if dtype else 1
     if text == "auto":
@@ -386,20 +372,20 @@ def _codec(s: _Section, encoding: str, dtype: str | None) -> CodecSpec:
 
 def _stream(data: object, i: int, transports: set[str]) -> StreamConfig:
     s = _Section(data, f"streams[{i}]", _STREAM_KEYS)
-    sid = s.need("id", _int_in(0, 0xFFFF))
-    name = s.need("name", _str)
-    kind = s.need("kind", _choice(*(k.value for k in SensorKind)))
-    encoding = s.need("encoding", _choice(*KNOWN_ENCODINGS))
+    sid = s.need("id", v.int_in(0, 0xFFFF))
+    name = s.need("name", v.string)
+    kind = s.need("kind", v.choice(*(k.value for k in SensorKind)))
+    encoding = s.need("encoding", v.choice(*KNOWN_ENCODINGS))
     default_transport = next(iter(transports)) if len(transports) == 1 else None
     if default_transport is None or s.has("transport"):
-        transport = s.need("transport", _choice("zmq", "mqtt"))
+        transport = s.need("transport", v.choice("zmq", "mqtt"))
     else:
         transport = default_transport
     if transport not in transports:
         raise ConfigError(
             s.key("transport"), f"{transport!r} has no top-level {transport}: section"
         )
-    topic = s.need("topic", _str)
+    topic = s.need("topic", v.string)
     if transport == "mqtt" and ("+" in topic or "#" in topic):
         raise ConfigError(s.key("topic"), f"{topic!r}: MQTT wildcards (+, #) are not allowed")
     for key, only in (("qos", "mqtt"), ("zmq_socket", "zmq")):
@@ -411,14 +397,14 @@ def _stream(data: object, i: int, transports: set[str]) -> StreamConfig:
         StreamInfo(sid, name)
     except ValueError as exc:
         raise ConfigError(s.key("name"), str(exc).removeprefix(f"stream {sid}: ")) from None
-    dtype = s.get("dtype", _dtype, None)
-    shape = s.get("shape", _shape, None)
-    extra = s.get("extra", _mapping, None) or {}
+    dtype = s.get("dtype", v.dtype, None)
+    shape = s.get("shape", v.shape, None)
+    extra = s.get("extra", v.mapping, None) or {}
     for key in ("width", "height", "points"):
         if s.has(key):
-            extra[key] = s.get(key, _int_in(1), 0)
+            extra[key] = s.get(key, v.int_in(1), 0)
     stamp = TimestampSource(s.get("timestamp_source", _stamp, "hardware"))
-    rate_hz = s.get("rate_hz", _positive(1e6), None)
+    rate_hz = s.get("rate_hz", v.number(1e6), None)
     try:
         info = StreamInfo(
             id=sid, name=name, kind=SensorKind(kind), encoding=encoding, dtype=dtype, shape=shape,
@@ -437,8 +423,8 @@ def _stream(data: object, i: int, transports: set[str]) -> StreamConfig:
         codec=codec,
         transport=transport,
         topic=topic,
-        qos=s.get("qos", _int_in(0, 2), 1) if transport == "mqtt" else None,
-        zmq_socket=s.get("zmq_socket", _str, None) if transport == "zmq" else None,
+        qos=s.get("qos", v.int_in(0, 2), 1) if transport == "mqtt" else None,
+        zmq_socket=s.get("zmq_socket", v.string, None) if transport == "zmq" else None,
     )
 
 
@@ -464,33 +450,31 @@ def parse_config(data: object, source: str | None = None) -> VehicleConfig:
     """Validate an already-parsed YAML document (a mapping) into a :class:`VehicleConfig`."""
     try:
         return _parse(data, source)
-    except ConfigError as exc:
-        if exc.source is None and source is not None:
-            raise ConfigError(exc.key, exc.problem, source) from None
-        raise
+    except v.ConfigError as exc:
+        raise ConfigError(exc.key, exc.problem, exc.source or source) from None
 
 
 def _parse(data: object, source: str | None) -> VehicleConfig:
     if data is None:
         raise ConfigError("", "the file is empty; a vehicle config is a YAML mapping")
     s = _Section(data, "", _TOP_KEYS)
-    vehicle_id = s.need("vehicle_id", _str)
+    vehicle_id = s.need("vehicle_id", v.string)
     if not _VEHICLE_RE.match(vehicle_id):
         raise ConfigError(
             "vehicle_id",
             f"{vehicle_id!r} must be 1-64 letters, digits, '_', '.', '-' (it goes into file names)",
         )
-    window_ms = s.get("window_ms", _positive(60_000), 100.0)
+    window_ms = s.get("window_ms", v.number(60_000), 100.0)
     if window_ms < 1:
         raise ConfigError("window_ms", f"must be at least 1 ms, got {window_ms}")
     if window_ms * 1_000_000 != round(window_ms * 1_000_000):
         raise ConfigError("window_ms", f"{window_ms} is not a whole number of nanoseconds")
     # absent: the 60 s default; an explicit null: rotate by size only
     segment_seconds = (
-        s.get("segment_seconds", _positive(), 60.0) if "segment_seconds" not in s.data
+        s.get("segment_seconds", v.number(), 60.0) if "segment_seconds" not in s.data
         or s.has("segment_seconds") else None
     )  # fmt: skip
-    segment_max_mb = s.get("segment_max_mb", _int_in(1), None)
+    segment_max_mb = s.get("segment_max_mb", v.int_in(1), None)
     if segment_seconds is None and segment_max_mb is None:
         raise ConfigError(
             "segment_seconds", "segment_seconds and segment_max_mb are both null; set at least one"
@@ -504,7 +488,7 @@ def _parse(data: object, source: str | None) -> VehicleConfig:
     transports = {t for t in ("zmq", "mqtt") if s.has(t)}
     if not s.has("streams"):
         raise ConfigError("streams", "required key is missing")
-    raw_streams = _list(s.data["streams"], "streams")
+    raw_streams = v.listing(s.data["streams"], "streams")
     if not raw_streams:
         raise ConfigError("streams", "empty; a vehicle records at least one stream")
     if not transports:
@@ -535,15 +519,15 @@ def _parse(data: object, source: str | None) -> VehicleConfig:
             resolved.append(st)
     return VehicleConfig(
         vehicle_id=vehicle_id,
-        output_dir=s.need("output_dir", _path),
+        output_dir=s.need("output_dir", v.path),
         streams=tuple(resolved),
         window_ms=window_ms,
         segment_seconds=segment_seconds,
         segment_max_mb=segment_max_mb,
-        fsync_interval_s=s.get("fsync_interval_s", _positive(60), 1.0),
-        grace_ms=s.get("grace_ms", _positive(3_600_000, zero_ok=True), 500.0),
-        max_payload_mb=s.get("max_payload_mb", _positive(4095), 64.0),
-        recover_on_start=s.get("recover_on_start", _bool, True),
+        fsync_interval_s=s.get("fsync_interval_s", v.number(60), 1.0),
+        grace_ms=s.get("grace_ms", v.number(3_600_000, zero_ok=True), 500.0),
+        max_payload_mb=s.get("max_payload_mb", v.number(4095), 64.0),
+        recover_on_start=s.get("recover_on_start", v.boolean, True),
         disk=_disk(s.data["disk"]) if s.has("disk") else DiskConfig(),
         metrics=_metrics(s.data["metrics"]) if s.has("metrics") else MetricsConfig(),
         zmq=zmq,
@@ -554,20 +538,11 @@ def _parse(data: object, source: str | None) -> VehicleConfig:
 
 def load_config(path: str | Path) -> VehicleConfig:
     """Read and validate one vehicle YAML file; raises :class:`ConfigError`."""
-    source = str(path)
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError("", f"cannot read: {exc.strerror or exc}", source) from None
-    except UnicodeDecodeError as exc:
-        raise ConfigError("", f"not UTF-8 text: {exc.reason}", source) from None
-    try:
-        data = yaml.load(text, Loader=_StrictLoader)  # a SafeLoader subclass
-    except ConfigError as exc:
-        raise ConfigError(exc.key, exc.problem, source) from None
-    except yaml.YAMLError as exc:
-        raise ConfigError("", f"invalid YAML: {exc}", source) from None
-    return parse_config(data, source)
+        data = v.load_yaml(path, "recorder")
+    except v.ConfigError as exc:
+        raise ConfigError(exc.key, exc.problem, exc.source) from None
+    return parse_config(data, str(path))
 
 
 def _summary(cfg: VehicleConfig) -> Iterator[str]:

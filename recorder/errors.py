@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from hyperframes import errors as hf_errors
 from hyperframes.errors import HyperframesError
 
 __all__ = ["RecorderError", "ConfigError", "WireError", "UnknownStreamError", "SimError"]
@@ -17,15 +18,8 @@ class RecorderError(HyperframesError):
     """Root of every error raised by :mod:`recorder`."""
 
 
-class ConfigError(RecorderError, ValueError):
+class ConfigError(RecorderError, hf_errors.ConfigError):
     """A vehicle config that cannot be used; ``key`` is the path of the bad key."""
-
-    def __init__(self, key: str, problem: str, source: str | None = None) -> None:
-        self.key = key
-        self.problem = problem
-        self.source = source
-        where = f"{source}: " if source else ""
-        super().__init__(f"{where}{key}: {problem}" if key else f"{where}{problem}")
 
 
 class WireError(RecorderError, ValueError):

@@ -1,0 +1,272 @@
+"""YAML configs validated with precise messages: shared by the recorder and the converter.
+
+A strict safe loader (a key repeated in one mapping is an error, where plain
+``yaml.safe_load`` keeps the last one silently) and typed field checks. Every
+check raises :class:`hyperframes.errors.ConfigError` naming the key path
+(``streams[3].codec``), what was found and what is allowed, with a
+did-you-mean suggestion for unknown keys and choices. Nothing here knows a
+schema; the recorder and the converter build theirs from these parts and
+re-raise the error as their own subclass.
+
+PyYAML is imported only when a file is loaded (it is not a core dependency).
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import os
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+import numpy as np
+
+from hyperframes.errors import ConfigError
+
+__all__ = [
+    "ConfigError",
+    "Section",
+    "Check",
+    "load_yaml",
+    "kind",
+    "suggest",
+    "join",
+    "string",
+    "boolean",
+    "int_in",
+    "number",
+    "choice",
+    "auto_or",
+    "path",
+    "dtype",
+    "shape",
+    "mapping",
+    "listing",
+]
+
+T = TypeVar("T")
+Check = Callable[[str, object], T]
+
+
+def load_yaml(file: str | os.PathLike[str], extra: str) -> object:
+    """Read one YAML document with the strict safe loader.
+
+    ``extra`` names the hyperframes extra that brings PyYAML, for the message
+    when it is missing. Raises :class:`ConfigError` with ``source`` set.
+    """
+    source = os.fspath(file)
+    try:
+        import yaml  # noqa: PLC0415 - optional: only configs need it
+    except ImportError:
+        raise ConfigError(
+            "", f"reading a YAML config needs PyYAML: pip install 'hyperframes[{extra}]'", source
+        ) from None
+    try:
+        text = Path(file).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError("", f"cannot read: {exc.strerror or exc}", source) from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError("", f"not UTF-8 text: {exc.reason}", source) from None
+    try:
+        return yaml.load(text, Loader=_strict_loader(yaml))  # a SafeLoader subclass
+    except ConfigError as exc:
+        raise ConfigError(exc.key, exc.problem, source) from None
+    except yaml.YAMLError as exc:
+        raise ConfigError("", f"invalid YAML: {exc}", source) from None
+
+
+_LOADERS: dict[int, Any] = {}
+
+
+def _strict_loader(yaml: Any) -> Any:
+    """A SafeLoader subclass that rejects repeated and non-scalar mapping keys (cached)."""
+    loader = _LOADERS.get(id(yaml))
+    if loader is not None:
+        return loader
+
+    class StrictLoader(yaml.SafeLoader):  # type: ignore[misc]
+        """SafeLoader that rejects a key repeated in one mapping."""
+
+    def construct_mapping(loader: Any, node: Any) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = loader.construct_object(key_node)
+            line = key_node.start_mark.line + 1
+            if not isinstance(key, str | int | float | bool | None):
+                raise ConfigError("", f"line {line}: mapping keys must be plain names")
+            if key in seen:
+                raise ConfigError("", f"line {line}: key {key!r} appears twice in one mapping")
+            seen.add(key)
+        return dict(loader.construct_mapping(node))
+
+    StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, construct_mapping)
+    _LOADERS[id(yaml)] = StrictLoader
+    return StrictLoader
+
+
+class Section:
+    """A mapping being validated: typed getters that name the key path on error."""
+
+    def __init__(self, data: object, path: str, allowed: Sequence[str]) -> None:
+        if not isinstance(data, Mapping):
+            raise ConfigError(path, f"must be a mapping, got {kind(data)}")
+        for key in data:
+            if not isinstance(key, str) or key not in allowed:
+                hint = suggest(str(key), allowed)
+                raise ConfigError(
+                    join(path, str(key)), f"unknown key{hint} (allowed here: {', '.join(allowed)})"
+                )
+        self.data: Mapping[str, Any] = data
+        self.path = path
+
+    def key(self, name: str) -> str:
+        """The full path of key ``name`` of this section."""
+        return join(self.path, name)
+
+    def has(self, name: str) -> bool:
+        """True when ``name`` is present and not null."""
+        return self.data.get(name) is not None
+
+    def get(self, name: str, check: Check[T], default: T) -> T:
+        """``name`` checked by ``check``, or ``default`` when absent or null."""
+        value = self.data.get(name)
+        return default if value is None else check(self.key(name), value)
+
+    def need(self, name: str, check: Check[T]) -> T:
+        """``name`` checked by ``check``; a missing or null key is an error."""
+        if self.data.get(name) is None:
+            raise ConfigError(self.key(name), "required key is missing")
+        return check(self.key(name), self.data[name])
+
+    def section(self, name: str) -> object:
+        """The sub-mapping ``name`` (an empty one when absent or null)."""
+        value = self.data.get(name)
+        return {} if value is None else value
+
+
+def suggest(word: str, allowed: Sequence[str]) -> str:
+    """``"; did you mean 'x'?"`` for the closest allowed word (case, typo, prefix), else ``""``."""
+    close = [a for a in allowed if a.lower() == word.lower()]
+    close = close or difflib.get_close_matches(word, allowed, n=1, cutoff=0.6)
+    if not close and len(word) >= 2:
+        close = [a for a in allowed if a.startswith(word) or word.startswith(a)][:1]
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def join(path: str, key: str) -> str:
+    """``path.key`` (just ``key`` at the top level)."""
+    return f"{path}.{key}" if path else key
+
+
+def kind(value: object) -> str:
+    """How a value reads in a message: ``a mapping``, ``a string``, ``int 7``..."""
+    return {dict: "a mapping", list: "a list", str: "a string", bool: "a boolean"}.get(
+        type(value), f"{type(value).__name__} {value!r}"
+    )
+
+
+def string(key: str, value: object) -> str:
+    """A non-empty string."""
+    if not isinstance(value, str) or not value:
+        raise ConfigError(key, f"must be a non-empty string, got {kind(value)}")
+    return value
+
+
+def boolean(key: str, value: object) -> bool:
+    """``true`` or ``false`` (not 1, not "yes")."""
+    if not isinstance(value, bool):
+        raise ConfigError(key, f"must be true or false, got {kind(value)}")
+    return value
+
+
+def int_in(lo: int, hi: int | None = None) -> Check[int]:
+    """An integer in ``lo..hi`` (``>= lo`` without ``hi``); booleans are refused."""
+    allowed = f"{lo}..{hi}" if hi is not None else f">= {lo}"
+
+    def check(key: str, value: object) -> int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(key, f"must be an integer {allowed}, got {kind(value)}")
+        if value < lo or (hi is not None and value > hi):
+            raise ConfigError(key, f"must be {allowed}, got {value}")
+        return value
+
+    return check
+
+
+def number(hi: float | None = None, *, lo: float = 0.0, zero_ok: bool = False) -> Check[float]:
+    """A finite number above ``lo`` (or equal with ``zero_ok``) and at most ``hi``."""
+    bound = f"{'>=' if zero_ok else '>'} {lo:g}" + (f" and <= {hi:g}" if hi is not None else "")
+
+    def check(key: str, value: object) -> float:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ConfigError(key, f"must be a number, got {kind(value)}")
+        v = float(value)
+        low_ok = v >= lo if zero_ok else v > lo
+        if not (math.isfinite(v) and low_ok and (hi is None or v <= hi)):
+            raise ConfigError(key, f"must be {bound}, got {value}")
+        return v
+
+    return check
+
+
+def choice(*allowed: str) -> Check[str]:
+    """One of ``allowed`` (with a did-you-mean for a near miss)."""
+
+    def check(key: str, value: object) -> str:
+        if not isinstance(value, str) or value not in allowed:
+            hint = suggest(str(value), allowed)
+            raise ConfigError(
+                key, f"{value!r} is not allowed{hint} (allowed: {', '.join(allowed)})"
+            )
+        return value
+
+    return check
+
+
+def auto_or(inner: Check[T]) -> Check[T | None]:
+    """``"auto"`` (``None``) or whatever ``inner`` accepts."""
+
+    def check(key: str, value: object) -> T | None:
+        return None if value == "auto" else inner(key, value)
+
+    return check
+
+
+def path(key: str, value: object) -> Path:
+    """A path (``~`` expanded)."""
+    return Path(string(key, value)).expanduser()
+
+
+def dtype(key: str, value: object) -> str:
+    """A fixed-size numpy dtype string such as ``<f4``."""
+    text = string(key, value)
+    try:
+        dt = np.dtype(text)
+    except TypeError:
+        raise ConfigError(key, f"{text!r} is not a numpy dtype (e.g. '<f4', 'u1')") from None
+    if dt.hasobject or dt.itemsize == 0:
+        raise ConfigError(key, f"{text!r} is not a fixed-size dtype")
+    return text
+
+
+def shape(key: str, value: object) -> tuple[int, ...]:
+    """A list of sizes > 0, with at most one -1 (any number of records)."""
+    dims = tuple(int_in(-1)(f"{key}[{j}]", v) for j, v in enumerate(listing(value, key)))
+    if not dims or 0 in dims or dims.count(-1) > 1:
+        raise ConfigError(key, f"{list(dims)}: sizes must be > 0, with at most one -1 (any)")
+    return dims
+
+
+def mapping(key: str, value: object) -> dict[str, Any]:
+    """A mapping with string keys."""
+    if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
+        raise ConfigError(key, f"must be a mapping with string keys, got {kind(value)}")
+    return dict(value)
+
+
+def listing(data: object, key: str) -> list[Any]:
+    """A list."""
+    if not isinstance(data, list):
+        raise ConfigError(key, f"must be a list, got {kind(data)}")
+    return data
