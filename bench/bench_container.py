@@ -340,7 +340,7 @@ def section_read(
             picks = []
             for _ in range(queries):
                 s = rng.choice(streams)
-                lo, hi = reader._slices[s.id]
+                lo, hi = reader.stream_slice(s.id)
                 i = rng.randrange(lo, hi)
                 e = index[i]
                 picks.append(
@@ -422,7 +422,7 @@ def section_window(
     fd = os.open(path, os.O_RDONLY)
     itemsize = {s.id: s.itemsize for s in prof.streams}
     try:
-        wins = reader._s.windows
+        wins = reader.window_table
         n = reader.window_count()
         picks = [rng.randrange(n) for _ in range(min(n, 40))]
         spans = {i: (int(wins["payload_offset"][i]), int(wins["payload_size"][i])) for i in picks}

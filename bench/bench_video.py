@@ -34,9 +34,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from fractions import Fraction
 from pathlib import Path
-from typing import Any
 
 import av
 import simplejpeg
@@ -52,7 +50,7 @@ from hyperframes.video import (
     to_yuv420,
 )
 from hyperframes.video._nvprobe import probe
-from hyperframes.video._x265 import DEFAULT_PRESET, x265_params
+from hyperframes.video._x265 import DEFAULT_PRESET, open_codec_context
 from hyperframes.video.testing import camera_timestamps, moving_scene, psnr, write_h265_stream
 
 NO_GROUPS = 1_000_000  # window-group k so large that only the GOP cap places IDRs
@@ -63,18 +61,8 @@ def median_of(fn: Callable[[], float], repeats: int) -> float:
 
 
 def bare_pyav_fps(frames: list[Yuv420], settings: EncoderSettings) -> float:
-    """Frames/s of a bare PyAV libx265 loop with the encoder's own options (no checks)."""
-    rate = Fraction(settings.rate_hz).limit_denominator(1001)
-    ctx: Any = av.CodecContext.create("libx265", "w")
-    ctx.width, ctx.height, ctx.pix_fmt = settings.width, settings.height, "yuv420p"
-    ctx.time_base, ctx.framerate = 1 / rate, rate
-    ctx.options = {
-        "preset": settings.preset or DEFAULT_PRESET,
-        "tune": "zerolatency",
-        "forced-idr": "1",
-        "x265-params": x265_params(settings),
-    }
-    ctx.open()
+    """Frames/s of a bare PyAV loop on the x265 encoder's own codec context (no checks)."""
+    ctx = open_codec_context(settings)
     t0 = time.perf_counter()
     n = 0
     for i, pic in enumerate(frames):

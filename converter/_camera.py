@@ -40,17 +40,9 @@ from hyperframes.video import (
     yuv420_to_rgb,
 )
 
-__all__ = ["CameraTrack", "open_encoder", "source_yuv", "source_rgb", "stream_slice"]
+__all__ = ["CameraTrack", "open_encoder", "source_yuv", "source_rgb"]
 
 log = logging.getLogger(__name__)
-
-
-def stream_slice(reader: HyperframeReader, stream_id: int) -> tuple[int, int]:
-    """``(first index position, frame count)`` of one stream (the index is sorted by stream)."""
-    sid = reader.index["stream_id"]
-    lo = int(np.searchsorted(sid, stream_id, "left"))
-    hi = int(np.searchsorted(sid, stream_id, "right"))
-    return lo, hi - lo
 
 
 def _raw_size(plan: StreamPlan) -> tuple[int, int]:
@@ -124,7 +116,8 @@ class CameraTrack:
         self.video = video
         self.path = path
         self.name = plan.source.name
-        self.base, self.count = stream_slice(reader, plan.source.id)
+        lo, hi = reader.stream_slice(plan.source.id)
+        self.base, self.count = lo, hi - lo
         self.planner = IdrPlanner(reader.window_ns, k=video.k, max_gop=video.max_gop)
         self.rate_hz = plan.source.rate_hz or 30.0
         self._encoder: Encoder | None = None

@@ -4,9 +4,8 @@ The reader lists a window's frames by timestamp; a LATE frame stored in a
 later block, and every QUARANTINED frame, are not where a time lookup puts
 them. The converter must write each frame into the block it was stored in
 (the writer checks the LATE/QUARANTINED placement rules), so it needs block
-membership, which the window table gives by payload offsets. The reader does
-not expose the window table's offsets, so it is read here from the header's
-WindowsOffset/WindowsSize and checked against WindowsCrc.
+membership, which the window table gives by payload offsets
+(:attr:`HyperframeReader.window_table`, checked against WindowsCrc on open).
 """
 
 from __future__ import annotations
@@ -14,14 +13,12 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-import crc32c
 import numpy as np
 
 from converter.errors import InputError
-from hyperframes.layout import WINDOW_DTYPE
 from hyperframes.reader import HyperframeReader
 
-__all__ = ["Block", "read_window_table", "source_blocks"]
+__all__ = ["Block", "source_blocks"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,23 +35,10 @@ class Block:
     entries: np.ndarray  # int64
 
 
-def read_window_table(reader: HyperframeReader) -> np.ndarray:
-    """The input's window table (WINDOW_DTYPE rows), checked against its CRC32C."""
-    h = reader.header
-    path = os.fspath(reader.path)
-    with open(path, "rb") as f:
-        buf = os.pread(f.fileno(), h.windows_size, h.windows_offset)
-    if len(buf) != h.windows_size or h.windows_size != h.window_count * WINDOW_DTYPE.itemsize:
-        raise InputError(path, "window table truncated or of the wrong size", rule="container")
-    if crc32c.crc32c(buf) != h.windows_crc:
-        raise InputError(path, "window table CRC32C mismatch", rule="container")
-    return np.frombuffer(buf, WINDOW_DTYPE).copy()
-
-
 def source_blocks(reader: HyperframeReader) -> list[Block]:
     """Every block of the input in file order, each with its frames in write order."""
     path = os.fspath(reader.path)
-    windows = read_window_table(reader)
+    windows = reader.window_table
     windows = windows[np.argsort(windows["payload_offset"], kind="stable")]
     quarantine = reader.quarantine()
     offsets = np.concatenate(

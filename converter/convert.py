@@ -45,6 +45,7 @@ from converter.config import ConvertConfig
 from converter.errors import ConversionError, ConverterError, InputError, OutputExistsError
 from converter.plan import StreamPlan, Treatment, config_key, plan_streams
 from converter.verify import VerifyReport, stored_sizes, verify_conversion
+from hyperframes._io import fsync_dir
 from hyperframes.errors import CorruptFileError, HyperframesError
 from hyperframes.layout import FrameFlags
 from hyperframes.reader import HyperframeReader
@@ -182,14 +183,6 @@ def sweep_staging(out_dir: str | os.PathLike[str]) -> list[Path]:
     return removed
 
 
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _publish(staged: Path, final: Path) -> None:
     """Give ``staged`` (finalized, fsynced) its final name without replacing anything."""
     try:
@@ -204,7 +197,7 @@ def _publish(staged: Path, final: Path) -> None:
         staged.rename(final)
     else:
         staged.unlink()
-    _fsync_dir(final.parent)
+    fsync_dir(final.parent)
 
 
 # --- the conversion -----------------------------------------------------------
@@ -496,7 +489,10 @@ def _result(
     before = stored_sizes(reader)
     with HyperframeReader(final, verify=False) as out:
         after = stored_sizes(out)
-        frames = {sid: int((out.index["stream_id"] == sid).sum()) for sid in out.streams}
+        frames: dict[int, int] = {}
+        for sid in out.streams:
+            lo, hi = out.stream_slice(sid)
+            frames[sid] = hi - lo
     result = ConversionResult(
         input=os.fspath(src),
         output=os.fspath(final),

@@ -40,6 +40,7 @@ from converter.errors import (
     VerificationError,
 )
 from converter.plan import config_key, marker_name
+from hyperframes._io import fsync_dir
 from hyperframes.reader import HyperframeReader
 from hyperframes.verify import verify_file
 
@@ -91,11 +92,7 @@ def write_json_atomic(path: Path, doc: dict[str, Any]) -> None:
     finally:
         os.close(fd)
     os.replace(tmp, path)
-    dfd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(dfd)
-    finally:
-        os.close(dfd)
+    fsync_dir(path.parent)
 
 
 def read_marker(out_dir: Path, sha256: str, key: str) -> dict[str, Any] | None:

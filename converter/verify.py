@@ -29,8 +29,8 @@ from typing import Any, Final
 
 import numpy as np
 
-from converter._camera import source_rgb, stream_slice
-from converter._layout import read_window_table, source_blocks
+from converter._camera import source_rgb
+from converter._layout import source_blocks
 from converter.config import ConvertConfig
 from converter.errors import VerificationError
 from converter.plan import StreamPlan
@@ -47,6 +47,7 @@ from hyperframes.video import (
     check_stored_stream,
     create_decoder,
 )
+from hyperframes.video.quality import psnr
 
 __all__ = [
     "RULES",
@@ -119,15 +120,6 @@ class VerifyReport:
     cameras: dict[str, CameraQuality] = field(default_factory=dict)
     frames_compared: int = 0
     lossless_bytes: int = 0
-
-
-def psnr(a: np.ndarray, b: np.ndarray) -> float:
-    """PSNR in dB of two same-shaped 8-bit images (``inf`` when identical)."""
-    if a.shape != b.shape:
-        raise ValueError(f"shapes differ: {a.shape} vs {b.shape}")
-    d = (a.astype(np.int16) - b.astype(np.int16)).ravel().astype(np.float64)
-    mse = float(np.dot(d, d)) / d.size
-    return math.inf if mse == 0 else 10.0 * math.log10(255.0 * 255.0 / mse)
 
 
 def sample_frames(
@@ -237,7 +229,7 @@ def _check_metadata(
         raise _fail(
             path, f"missing streams per window differ: {out.missing} vs {src.missing}", "windows"
         )
-    wa, wb = read_window_table(src), read_window_table(out)
+    wa, wb = src.window_table, out.window_table
     for name in ("window_id", "frame_count", "flags"):
         if len(wa) != len(wb) or not np.array_equal(wa[name], wb[name]):
             raise _fail(path, f"window table {name} differs from the input's", "windows")
@@ -323,7 +315,8 @@ def _raise_first(
 def _check_lossless(
     path: str, src: HyperframeReader, out: HyperframeReader, plan: StreamPlan, report: VerifyReport
 ) -> None:
-    base, count = stream_slice(src, plan.source.id)
+    base, end = src.stream_slice(plan.source.id)
+    count = end - base
     for r in range(count):
         a, b = src.frame_at(base + r), out.frame_at(base + r)
         if a.data.size != b.data.size or not np.array_equal(a.data, b.data):
@@ -384,7 +377,7 @@ def _check_psnr(
     name = plan.source.name
     floor = config.verify.psnr_floor_db
     quality = CameraQuality(name)
-    base, _count = stream_slice(src, plan.source.id)
+    base, _end = src.stream_slice(plan.source.id)
     worst: tuple[float, int, int] | None = None
     try:
         with VideoStream(out, plan.source.id, decoder=config.verify.decoder, output="rgb") as vs:

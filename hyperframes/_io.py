@@ -1,10 +1,15 @@
-"""Byte-level file I/O: positional reads and writes that handle short transfers, fsync."""
+"""Byte-level file I/O: positional reads and writes that handle short transfers, fsync.
+
+Also output files that appear whole or not at all (:func:`atomic_output`).
+"""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from pathlib import Path
 
 import numpy as np
 
@@ -17,6 +22,8 @@ __all__ = [
     "pread_scratch",
     "write_all",
     "fsync_dir",
+    "check_output",
+    "atomic_output",
     "aligned_empty",
 ]
 
@@ -157,3 +164,37 @@ def fsync_dir(path: str | os.PathLike[str]) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def check_output(path: str | os.PathLike[str], overwrite: bool) -> Path:
+    """``path`` as a Path; FileExistsError if it exists and ``overwrite`` is False."""
+    out = Path(path)
+    if out.exists() and not overwrite:
+        raise FileExistsError(f"{out}: already exists (use --force to replace it)")
+    if out.is_dir():
+        raise IsADirectoryError(f"{out}: is a directory")
+    return out
+
+
+@contextlib.contextmanager
+def atomic_output(path: str | os.PathLike[str], overwrite: bool = False) -> Iterator[Path]:
+    """Yields ``PATH.tmp`` to write; on success fsyncs it and renames it to ``PATH``.
+
+    On any exception the ``.tmp`` is removed and ``PATH`` is left as it was,
+    so a failed run leaves no output.
+    """
+    out = check_output(path, overwrite)
+    tmp = out.with_name(out.name + ".tmp")
+    tmp.unlink(missing_ok=True)
+    try:
+        yield tmp
+        fd = os.open(tmp, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, out)
+        fsync_dir(out.parent)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise

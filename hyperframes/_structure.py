@@ -57,6 +57,10 @@ def read_header(fd: int, path: str, file_size: int) -> Header:
     header, magic, stored, computed = Header.decode(pread_exact(fd, HEADER_SIZE, 0))
     if magic != MAGIC:
         raise CorruptFileError(path, f"bad magic {magic!r}, expected {MAGIC!r}", 0)
+    if header.version < 1:  # no format version 0 ever existed: damage, not a newer writer
+        raise CorruptFileError(
+            path, f"header field Version is {header.version}, versions start at 1", 4
+        )
     if header.version != VERSION:
         raise UnsupportedVersionError(path, header.version, VERSION)
     if stored != computed:

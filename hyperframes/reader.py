@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -189,6 +189,15 @@ class HyperframeReader:
         sid = self._stream_id(stream)
         return self.streams[sid]
 
+    def stream_slice(self, stream: int | str) -> tuple[int, int]:
+        """Index positions ``[lo, hi)`` of one stream's frames (by id or name).
+
+        The index is sorted by stream, so a stream's frames are the contiguous
+        rows ``index[lo:hi]`` in timestamp order; ``lo == hi`` for a stream
+        without frames. Raises ``KeyError`` for an unknown stream.
+        """
+        return self._slices[self._stream_id(stream)]
+
     def timestamps(self, stream: int | str) -> np.ndarray:
         """Sorted capture timestamps of one stream (uint64, contiguous, cached)."""
         sid = self._stream_id(stream)
@@ -290,6 +299,31 @@ class HyperframeReader:
         base = self._slices[sid][0]
         return self._read_entries(np.arange(base + a, base + b))
 
+    def read_positions(self, positions: Sequence[int] | np.ndarray) -> list[Frame]:
+        """The frames of the index entries at ``positions``, in the order given.
+
+        Payloads that lie close together in the file (any streams, any order
+        of ``positions``) are read with one ``pread``, as :meth:`read_range`
+        and :meth:`get_window` do. A position may repeat. Raises
+        ``IndexError`` for a position outside ``[0, frame_count)`` and
+        ``TypeError`` for positions that are not integers.
+        """
+        idx = np.asarray(positions)
+        if idx.size == 0:
+            return []
+        if idx.ndim != 1 or idx.dtype.kind not in "iu":
+            raise TypeError(
+                f"positions must be a 1-D sequence of integers, got {idx.dtype} {idx.shape}"
+            )
+        n = self.frame_count
+        bad = (idx < 0) | (idx >= n)
+        if bad.any():
+            raise IndexError(
+                f"{self._name}: index position {int(idx[np.argmax(bad)])} out of range "
+                f"(file has {n} frames)"
+            )
+        return self._read_entries(idx.astype(np.intp, copy=False))
+
     def frames(self, stream: int | str) -> Iterator[Frame]:
         """Every frame of one stream in timestamp order."""
         lo, hi = self._slices[self._stream_id(stream)]
@@ -311,6 +345,20 @@ class HyperframeReader:
     def window_ids(self) -> np.ndarray:
         """Window ids (multiples of the window length since the epoch) in order."""
         return self._s.windows["window_id"]
+
+    @property
+    def window_table(self) -> np.ndarray:
+        """The window table: one row per window block, sorted by window id (read-only).
+
+        A structured WINDOW_DTYPE array (:mod:`hyperframes.layout`) with the
+        fields ``window_id`` (``k``: the window covers ``(k*L, (k+1)*L]``),
+        ``payload_offset`` and ``payload_size`` (the byte range of the block's
+        payloads), ``frame_count`` (frames stored in the block, quarantined
+        ones included) and ``flags`` (bit 0: some stream delivered nothing;
+        bit 1: the block holds late frames); see docs/FORMAT.md, "Window
+        table". Checked against its CRC32C and the file's layout on open.
+        """
+        return self._s.windows
 
     def window_entries(self, i: int) -> np.ndarray:
         """Index positions of the frames of window ``i`` (by timestamp), per stream in order."""

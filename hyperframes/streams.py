@@ -62,6 +62,9 @@ KNOWN_ENCODINGS: dict[str, tuple[str | None, tuple[int, ...] | None]] = {
     "av1": (None, None),
     "raw-rgb": ("|u1", None),
     "raw-gray8": ("|u1", None),
+    # NV12 (4:2:0): the full-resolution Y plane, then the half-resolution U and V samples
+    # interleaved (UVUV...); width * height * 3 / 2 bytes, width/height in the stream's extra.
+    "raw-nv12": ("|u1", None),
     "xyzi-f32": ("<f4", (-1, 4)),
     "imu-f64": ("<f8", (6,)),
     "radar-f32": ("<f4", (-1, 4)),

@@ -28,6 +28,7 @@ from hyperframes import (
     RecoveryError,
     SensorKind,
     StreamInfo,
+    UnsupportedVersionError,
 )
 from hyperframes._crc import crc32c
 from hyperframes.cli import main
@@ -352,6 +353,34 @@ def test_unknown_keys_and_kinds_still_read(edit) -> None:
     path = edit(fn)
     read_everything(path)
     assert verify_file(path).ok
+
+
+# --- header Version: 0 is damage, a higher one a newer format ------------------------------
+
+
+def _with_version(version: int) -> Callable[[bytearray], None]:
+    def fn(raw: bytearray) -> None:
+        struct.pack_into("<H", raw, 4, version)
+        reseal(raw)
+
+    return fn
+
+
+def test_version_zero_is_corruption_not_a_newer_format(edit, capsys) -> None:
+    path = edit(_with_version(0))
+    _expect_typed_everywhere(path, capsys, "Version is 0")
+    with pytest.raises(CorruptFileError) as exc:
+        HyperframeReader(path)
+    assert not isinstance(exc.value, UnsupportedVersionError)
+    assert exc.value.offset == 4 and "upgrade" not in str(exc.value)
+    tmp = edit(_with_version(0), "tmp")
+    with pytest.raises(RecoveryError, match="Version is 0"):
+        recover(tmp, tmp.parent / "r.hf")
+
+
+def test_a_higher_version_still_asks_for_an_upgrade(edit) -> None:
+    with pytest.raises(UnsupportedVersionError, match="version 2 is not supported"):
+        HyperframeReader(edit(_with_version(2)))
 
 
 # --- cause 3: offset + size wrapping in uint64 -------------------------------------------

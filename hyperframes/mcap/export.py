@@ -26,12 +26,12 @@ import numpy as np
 from mcap.writer import CompressionType, Writer
 
 from hyperframes import __version__, search
+from hyperframes._io import atomic_output
 from hyperframes.mcap import messages
 from hyperframes.mcap.errors import EmptyRangeError, StreamMismatchError, UnknownStreamError
 from hyperframes.mcap.schemas import EVENT_SCHEMA, EVENTS_TOPIC, ChannelSpec, Codec, channel_for
 from hyperframes.reader import HyperframeReader
 from hyperframes.streams import StreamInfo
-from hyperframes.viz._files import atomic_output
 from hyperframes.viz.events import Event, recording_events
 from hyperframes.viz.facts import facts_from_reader
 

@@ -27,6 +27,7 @@ from mcap.reader import McapReader, make_reader
 from mcap.records import Channel, Message
 from mcap.records import Schema as McapSchema
 
+from hyperframes._io import check_output, fsync_dir
 from hyperframes.layout import FrameFlags
 from hyperframes.mcap.errors import (
     BadMappingError,
@@ -46,7 +47,6 @@ from hyperframes.mcap.schemas import (
 )
 from hyperframes.mcap.windowing import PendingFrame, ReadyWindow, WindowAssembler
 from hyperframes.streams import FileMetadata, StreamInfo
-from hyperframes.viz._files import check_output
 from hyperframes.writer import HyperframeWriter, WriteFrame
 
 __all__ = ["TimeSource", "MCAP_MAGIC", "StreamReport", "ImportReport", "import_mcap"]
@@ -296,6 +296,7 @@ def import_mcap(
             raise
         if target != out:
             os.replace(target, out)
+            fsync_dir(out.parent)  # the rename over the old file survives a power cut
     report.seconds = time.monotonic() - t_start
     return report
 

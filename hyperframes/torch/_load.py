@@ -95,7 +95,7 @@ def _load_stream(
 ) -> _Arrays:
     if stream.encoding == "h265" and decode == "cpu":
         return decode_cpu(state, path, sid, positions)
-    base, ts = state.stream(path, sid)
+    base, _ = state.stream(path, sid)
     cache = state.cache if decode != "raw" and is_image(stream) else None
     out: _Arrays = {}
     todo = []
@@ -105,7 +105,7 @@ def _load_stream(
             todo.append(p)
         else:
             out[p] = hit
-    for p, frame in read_frames(state.reader(path), sid, base, ts, todo).items():
+    for p, frame in read_frames(state.reader(path), base, todo).items():
         if decode == "raw":
             out[p] = frame.data
             continue

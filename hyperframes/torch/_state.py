@@ -66,8 +66,7 @@ class WorkerState:
         if got is None:
             with self._lock:
                 r = self._reader(path)
-                base = int(np.searchsorted(r.index["stream_id"], np.uint16(sid), "left"))
-                got = (base, r.timestamps(sid))
+                got = (r.stream_slice(sid)[0], r.timestamps(sid))
                 self._bases[key] = got
         return got
 

@@ -184,12 +184,17 @@ def _clock_checks(
 ) -> list[ClockCheck]:
     if align.ref not in ids:
         raise StreamSelectionError(path, align.ref, "the alignment reference is not selected")
-    index = r.index
-    ref_flags = index["flags"][index["stream_id"] == ids[align.ref]]
+    flags_of = r.index["flags"]
+
+    def stream_flags(sid: int) -> np.ndarray:
+        lo, hi = r.stream_slice(sid)
+        return flags_of[lo:hi]
+
+    ref_flags = stream_flags(ids[align.ref])
     out = []
     for name, sid in ids.items():
         if name != align.ref:
-            flags = index["flags"][index["stream_id"] == sid]
+            flags = stream_flags(sid)
             out.append(
                 check_clocks(
                     align.ref,

@@ -89,8 +89,8 @@ def read_span(state: WorkerState, path: str, sid: int, want: Sequence[int | None
     if k < 0:
         raise ValueError(f"no IDR (KEYFRAME) at or before frame {lo} of the stream")
     first = int(kf[k])
-    base, ts = state.stream(path, sid)
-    frames = read_frames(state.reader(path), sid, base, ts, range(first, hi + 1))
+    base, _ = state.stream(path, sid)
+    frames = read_frames(state.reader(path), base, range(first, hi + 1))
     parts = [frames[p].data for p in range(first, hi + 1)]
     sizes = np.array([0] + [len(p) for p in parts], np.int64)
     au = torch.from_numpy(np.concatenate(parts)) if parts else torch.empty(0, dtype=torch.uint8)

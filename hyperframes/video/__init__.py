@@ -8,6 +8,7 @@
 - :mod:`~hyperframes.video.decode`: decoders ``cpu``, ``nvdec``, ``auto``
 - :mod:`~hyperframes.video.stream`: :class:`VideoStream`, random and streaming
   access to a stored ``h265`` stream
+- :mod:`~hyperframes.video.quality`: :func:`psnr`, the one picture quality measure
 
 The optional packages (PyAV, simplejpeg, PyNvVideoCodec, torch) are imported
 only when an encoder or decoder is created; without them this package still
@@ -36,6 +37,7 @@ from hyperframes.video.errors import (
 )
 from hyperframes.video.gop import DEFAULT_K, DEFAULT_MAX_GOP, IdrPlanner
 from hyperframes.video.pictures import Picture, decode_jpeg, to_yuv420
+from hyperframes.video.quality import psnr
 from hyperframes.video.rules import (
     RULES,
     StreamChecker,
@@ -75,6 +77,7 @@ __all__ = [
     "check_stored_stream",
     "EncodedFrame",
     "encode_pictures",
+    "psnr",
     "VideoError",
     "MissingDependencyError",
     "FrameFormatError",

@@ -14,7 +14,7 @@ from hyperframes.video import _deps
 from hyperframes.video.color import Yuv420
 from hyperframes.video.encode import EncodedAU, EncoderSettings, OutputCheck
 
-__all__ = ["X265Encoder", "x265_params"]
+__all__ = ["X265Encoder", "open_codec_context", "x265_params"]
 
 DEFAULT_PRESET = "fast"
 
@@ -47,6 +47,30 @@ def x265_params(settings: EncoderSettings) -> str:
     return ":".join(params)
 
 
+def open_codec_context(settings: EncoderSettings) -> Any:
+    """The opened PyAV libx265 context of :class:`X265Encoder`, without its checks.
+
+    yuv420p at ``settings``' size, time base 1/rate, the preset (default
+    :data:`DEFAULT_PRESET`), ``tune=zerolatency``, ``forced-idr=1`` and
+    :func:`x265_params`. Also the baseline of ``bench/bench_video.py``.
+    """
+    av: Any = _deps.require("av")
+    rate = Fraction(settings.rate_hz).limit_denominator(1001)
+    ctx = av.CodecContext.create("libx265", "w")
+    ctx.width, ctx.height = settings.width, settings.height
+    ctx.pix_fmt = "yuv420p"
+    ctx.time_base = 1 / rate
+    ctx.framerate = rate
+    ctx.options = {
+        "preset": settings.preset or DEFAULT_PRESET,
+        "tune": "zerolatency",
+        "forced-idr": "1",
+        "x265-params": x265_params(settings),
+    }
+    ctx.open()
+    return ctx
+
+
 class X265Encoder:
     """libx265 via PyAV (see the module docstring)."""
 
@@ -56,20 +80,7 @@ class X265Encoder:
         self._av: Any = _deps.require("av")
         self.settings = settings
         self._out = OutputCheck(settings)
-        rate = Fraction(settings.rate_hz).limit_denominator(1001)
-        ctx = self._av.CodecContext.create("libx265", "w")
-        ctx.width, ctx.height = settings.width, settings.height
-        ctx.pix_fmt = "yuv420p"
-        ctx.time_base = 1 / rate
-        ctx.framerate = rate
-        ctx.options = {
-            "preset": settings.preset or DEFAULT_PRESET,
-            "tune": "zerolatency",
-            "forced-idr": "1",
-            "x265-params": x265_params(settings),
-        }
-        ctx.open()
-        self._ctx: Any = ctx
+        self._ctx: Any = open_codec_context(settings)
         self._picture_i = self._av.video.frame.PictureType.I
 
     def encode(self, picture: Yuv420, pts: int, *, idr: bool = False) -> list[EncodedAU]:

@@ -54,12 +54,9 @@ class AccessStats:
 
 
 def _stream_positions(reader: HyperframeReader, sid: int) -> tuple[int, np.ndarray]:
-    index = reader.index
-    positions = np.flatnonzero(index["stream_id"] == sid)
-    if not len(positions):
-        return 0, np.empty(0, np.uint16)
-    base = int(positions[0])
-    return base, index["flags"][base : base + len(positions)]
+    """The stream's first index position and its frames' flags."""
+    lo, hi = reader.stream_slice(sid)
+    return lo, reader.index["flags"][lo:hi]
 
 
 class VideoStream:

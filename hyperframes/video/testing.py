@@ -19,6 +19,7 @@ from hyperframes.video import _deps
 from hyperframes.video.encode import EncoderSettings, create_encoder
 from hyperframes.video.gop import IdrPlanner
 from hyperframes.video.pictures import Picture
+from hyperframes.video.quality import psnr
 from hyperframes.video.transcode import EncodedFrame, encode_pictures
 from hyperframes.writer import HyperframeWriter
 
@@ -85,14 +86,6 @@ def synth_jpegs(width: int, height: int, n: int, seed: int = 0) -> list[bytes]:
     )
     gen = make_generator(stream, seed)
     return [gen(i) for i in range(n)]
-
-
-def psnr(a: np.ndarray, b: np.ndarray, peak: float = 255.0) -> float:
-    """Peak signal-to-noise ratio in dB between two same-shaped 8-bit images (inf if equal)."""
-    if a.shape != b.shape:
-        raise ValueError(f"shapes differ: {a.shape} vs {b.shape}")
-    mse = float(np.mean((a.astype(np.float64) - b.astype(np.float64)) ** 2))
-    return float("inf") if mse == 0 else 10.0 * float(np.log10(peak * peak / mse))
 
 
 def camera_timestamps(n: int, rate_hz: float = 30.0, start_ns: int = BASE_NS + 1) -> list[int]:

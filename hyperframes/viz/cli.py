@@ -11,20 +11,10 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from hyperframes.viz.errors import MissingExtraError
-
 __all__ = ["register"]
 
 
-def _require_matplotlib() -> None:
-    try:
-        import matplotlib  # noqa: F401, PLC0415 - optional extra
-    except ImportError:
-        raise MissingExtraError("matplotlib", "viz") from None
-
-
 def _plot(args: argparse.Namespace) -> int:
-    _require_matplotlib()
     from hyperframes.viz.plot import plot_files  # noqa: PLC0415
 
     result = plot_files(
@@ -41,7 +31,6 @@ def _plot(args: argparse.Namespace) -> int:
 
 
 def _show(args: argparse.Namespace) -> int:
-    _require_matplotlib()
     from hyperframes.viz.show import show_window  # noqa: PLC0415
 
     result = show_window(

@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from hyperframes._io import atomic_output
 from hyperframes.reader import HyperframeReader
-from hyperframes.viz._files import atomic_output
 from hyperframes.viz.errors import MissingExtraError
 from hyperframes.viz.facts import facts_from_reader, merge_facts
 from hyperframes.viz.timearg import parse_time
