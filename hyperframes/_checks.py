@@ -12,6 +12,7 @@ import numpy as np
 from hyperframes.codecs import CodecError, decode_aligned
 from hyperframes.layout import ALIGN, CODEC_MASK, FrameFlags
 from hyperframes.streams import StreamInfo
+from hyperframes.windows import window_of
 
 __all__ = [
     "range_problem",
@@ -84,18 +85,24 @@ def window_id_problem(window_id: int, window_ns: int) -> str | None:
     return None
 
 
+def fits_block(timestamp_ns: int, flags: int, window_id: int, window_ns: int) -> bool:
+    """The block rule: a frame of block ``window_id`` is of that window, LATE or QUARANTINED.
+
+    A LATE frame belongs to an earlier window; a QUARANTINED one may carry any stamp.
+    """
+    if flags & FrameFlags.QUARANTINED:
+        return True
+    own = window_of(timestamp_ns, window_ns)
+    return own < window_id if flags & FrameFlags.LATE else own == window_id
+
+
 def off_window(ent: np.ndarray, window_id: int, window_ns: int) -> str | None:
-    """A frame of a block must be of the block's window, LATE (earlier) or QUARANTINED."""
-    flags = ent["flags"].astype(np.int64)
-    own = (ent["timestamp_ns"].astype(object) - 1) // window_ns  # exact for any u64
-    for i in range(len(ent)):
-        f = int(flags[i])
-        if f & FrameFlags.QUARANTINED:
-            continue
-        w = int(own[i])
-        if (w >= window_id) if f & FrameFlags.LATE else (w != window_id):
+    """The first frame of a block's entries that breaks :func:`fits_block`, described."""
+    for e in ent:
+        ts = int(e["timestamp_ns"])
+        if not fits_block(ts, int(e["flags"]), window_id, window_ns):
             return (
-                f"frame at t={int(ent['timestamp_ns'][i])} ns (stream {int(ent['stream_id'][i])}) "
+                f"frame at t={ts} ns (stream {int(e['stream_id'])}) "
                 f"does not belong to window {window_id} of {window_ns} ns"
             )
     return None

@@ -23,6 +23,7 @@ from typing import NamedTuple, Self
 
 import numpy as np
 
+from hyperframes._checks import fits_block
 from hyperframes._crc import BytesLike, PayloadLike, byte_view, crc32c
 from hyperframes._io import fsync_dir, write_all
 from hyperframes._meta import Meta, encode_meta, window_ns_problem
@@ -389,20 +390,20 @@ class HyperframeWriter:
     def _check_window(self, window_id: int, f: WriteFrame) -> None:
         """A frame of a block is of its window, LATE (an earlier window) or QUARANTINED."""
         flags = f.flags or 0
-        if flags & FrameFlags.QUARANTINED or not 0 <= f.timestamp_ns <= _U64_MAX:
-            return  # quarantined frames may carry any stamp; a bad one fails in _submit
+        if not 0 <= f.timestamp_ns <= _U64_MAX:
+            return  # fails in _submit with its own message
+        if fits_block(f.timestamp_ns, flags, window_id, self.window_ns):
+            return
         own = window_of(f.timestamp_ns, self.window_ns)
         if flags & FrameFlags.LATE:
-            if own >= window_id:
-                raise ValueError(
-                    f"{self.path}: stream {f.stream_id} frame at {f.timestamp_ns} ns is flagged "
-                    f"LATE but belongs to window {own}, not before window {window_id}"
-                )
-        elif own != window_id:
             raise ValueError(
-                f"{self.path}: stream {f.stream_id} frame at {f.timestamp_ns} ns belongs to "
-                f"window {own}, not {window_id}; flag it LATE or QUARANTINED"
+                f"{self.path}: stream {f.stream_id} frame at {f.timestamp_ns} ns is flagged "
+                f"LATE but belongs to window {own}, not before window {window_id}"
             )
+        raise ValueError(
+            f"{self.path}: stream {f.stream_id} frame at {f.timestamp_ns} ns belongs to "
+            f"window {own}, not {window_id}; flag it LATE or QUARANTINED"
+        )
 
     def _submit(
         self,
