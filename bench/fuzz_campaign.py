@@ -104,7 +104,7 @@ def _streams() -> list[StreamInfo]:
     ]
 
 
-def _frames(seconds: float) -> list[tuple[int, int, bytes]]:
+def _frames(seconds: float, lidar_points: int = 200) -> list[tuple[int, int, bytes]]:
     out = []
     end = T0 + int(seconds * 1e9)
     for sid, period in ((0, 33_333_333), (1, 100_000_000), (2, 5_000_000), (3, 20_000_000)):
@@ -114,7 +114,7 @@ def _frames(seconds: float) -> list[tuple[int, int, bytes]]:
             if sid == 0:
                 payload = b"\xff\xd8" + bytes([i % 256]) * (300 + i) + b"\xff\xd9"
             elif sid == 1:
-                payload = np.round(rng.normal(0, 10, (200, 4)), 2).astype("<f4").tobytes()
+                payload = np.round(rng.normal(0, 10, (lidar_points, 4)), 2).astype("<f4").tobytes()
             elif sid == 2:
                 payload = np.full(6, i, "<f8").tobytes()
             else:
@@ -126,10 +126,11 @@ def _frames(seconds: float) -> list[tuple[int, int, bytes]]:
     return out
 
 
-def _write_small(path: Path, seconds: float, finalize: bool, codecs: dict[int, CodecSpec]) -> None:
+def _write_small(path: Path, seconds: float, finalize: bool, codecs: dict[int, CodecSpec],
+                 block_size: int = 0, lidar_points: int = 200) -> None:
     w = HyperframeWriter(path, _streams(), WINDOW_NS, FileMetadata("fz", "fz", 1, T0),
-                         threads=1, codecs=codecs)
-    for sid, t, p in _frames(seconds):
+                         threads=1, codecs=codecs, block_size=block_size)
+    for sid, t, p in _frames(seconds, lidar_points):
         w.append(sid, t, p, receive_ns=t + 1000)
     if finalize:
         w.finalize()
@@ -207,6 +208,11 @@ def build_corpus(d: Path) -> dict[str, float]:
     raw = (d / "small.hf.tmp").read_bytes()
     (d / "small-cut.hf.tmp").write_bytes(raw[: len(raw) * 3 // 4])
     _write_small(d / "zstd.hf", 0.25, True, zs)
+    # lidar frames of 16 KB in 4 KiB blocks (codecs 3 and 4), finalized and crashed
+    _write_small(d / "blocks.hf", 0.25, True, lz, 4096, 1024)
+    _write_small(d / "blocks-zstd.hf", 0.25, True, zs, 4096, 1024)
+    _write_small(d / "blocks-crashed.hf", 0.25, False, lz, 4096, 1024)
+    (d / "blocks-crashed.hf.tmp").rename(d / "blocks.hf.tmp")
     _write_placement(d / "placement.hf", True)
     _write_placement(d / "placement-crashed.hf", False)
     (d / "placement-crashed.hf.tmp").rename(d / "placement.hf.tmp")
@@ -217,7 +223,8 @@ def build_corpus(d: Path) -> dict[str, float]:
     return {
         "small.hf": 24, "small.hf.tmp": 14, "small-cut.hf.tmp": 5, "zstd.hf": 16,
         "placement.hf": 9, "placement.hf.tmp": 6, "golden.hf": 9, "golden.hf.tmp": 6,
-        "killed.hf.tmp": 6, "wide.hf": 0.25,
+        "killed.hf.tmp": 6, "wide.hf": 0.25, "blocks.hf": 12, "blocks-zstd.hf": 8,
+        "blocks.hf.tmp": 6,
     }
 
 
@@ -497,11 +504,12 @@ def m_codec(rng: random.Random, b: Base) -> Mutation | None:
     if not b.payloads:
         return None
     off, size, flags = rng.choice(b.payloads)
-    kind = rng.choice(["prefix", "bytes", "flags"])
-    if kind == "prefix" and size >= 4:
-        struct.pack_into("<I", raw, off, rng.choice([0, 1, size, 2**31, 2**32 - 1,
-                                                     size * 255, size * 300,
-                                                     rng.randrange(2**32)]))
+    kind = rng.choice(["prefix", "bytes", "flags", "table"])
+    if kind in ("prefix", "table") and size >= 4:  # LZ4 size prefix, or a block-table u32
+        at = 0 if kind == "prefix" else 4 * rng.randrange(min(8, size // 4))
+        struct.pack_into("<I", raw, off + at, rng.choice([0, 1, 4095, 4096, size, 2**31,
+                                                          2**32 - 1, size * 255, size * 300,
+                                                          rng.randrange(2**32)]))
     elif kind == "bytes" and size:
         for _ in range(rng.choice([1, 2, 3])):
             raw[off + rng.randrange(min(size, 16))] = rng.randrange(256)

@@ -14,7 +14,7 @@ from hyperframes.layout import FrameFlags
 from hyperframes.streams import FileMetadata, SensorKind, StreamInfo, TimestampSource
 from hyperframes.windows import window_end, window_of, window_start
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
     "__version__",

@@ -7,6 +7,11 @@ Encoded layouts (docs/FORMAT.md):
 - ``none`` (id 0): the payload bytes.
 - ``lz4``/``lz4hc`` (id 1): u32 little-endian raw size, then one LZ4 block.
 - ``zstd`` (id 2): one ZSTD frame with its content size set.
+- ``lz4`` in blocks (id 3), ``zstd`` in blocks (id 4): a frame of two blocks
+  or more (:data:`BLOCK_SIZE` raw bytes each) is cut into blocks compressed
+  alone, behind a table of their sizes (:mod:`hyperframes._payload_blocks`),
+  so that several threads can decode one large frame. Stream specs still say
+  ``lz4``/``lz4hc``/``zstd``: the split is the writer's choice per frame.
 
 Byte shuffle (flag ``SHUFFLED``) regroups the bytes of fixed-size items (the
 first bytes of every float, then the second...) before compression; it makes
@@ -32,15 +37,21 @@ import lz4.block
 import numpy as np
 import zstandard
 
+from hyperframes import _payload_blocks as blocks
 from hyperframes._crc import BytesLike
 from hyperframes._io import aligned_empty
+from hyperframes._payload_blocks import BLOCK_SIZE, BlockTableError
+from hyperframes._split import run_split
 from hyperframes.layout import CODEC_MASK, CODEC_SHIFT, FrameFlags
 
 __all__ = [
     "CODEC_NONE",
     "CODEC_LZ4",
     "CODEC_ZSTD",
+    "CODEC_LZ4_BLOCKS",
+    "CODEC_ZSTD_BLOCKS",
     "CODEC_NAMES",
+    "BLOCK_SIZE",
     "CodecSpec",
     "CodecError",
     "codec_of",
@@ -57,7 +68,16 @@ __all__ = [
 CODEC_NONE: Final = 0
 CODEC_LZ4: Final = 1
 CODEC_ZSTD: Final = 2
-CODEC_NAMES: Final = {CODEC_NONE: "none", CODEC_LZ4: "lz4", CODEC_ZSTD: "zstd"}
+CODEC_LZ4_BLOCKS: Final = 3
+CODEC_ZSTD_BLOCKS: Final = 4
+CODEC_NAMES: Final = {
+    CODEC_NONE: "none",
+    CODEC_LZ4: "lz4",
+    CODEC_ZSTD: "zstd",
+    CODEC_LZ4_BLOCKS: "lz4 (blocks)",
+    CODEC_ZSTD_BLOCKS: "zstd (blocks)",
+}
+_BLOCKED: Final = {CODEC_LZ4: CODEC_LZ4_BLOCKS, CODEC_ZSTD: CODEC_ZSTD_BLOCKS}
 
 # name -> (codec id, default level, allowed level range)
 _SPECS: Final[dict[str, tuple[int, int, tuple[int, int]]]] = {
@@ -153,29 +173,56 @@ def shuffle(data: BytesLike, itemsize: int) -> memoryview:
     return out.data
 
 
-def unshuffle(data: BytesLike | np.ndarray, itemsize: int) -> np.ndarray:
+def unshuffle(data: BytesLike | np.ndarray, itemsize: int, threads: int = 1) -> np.ndarray:
     """Inverse of :func:`shuffle`; returns a fresh 64-byte-aligned uint8 array.
 
     An item size of 0 or 1 (or data shorter than one item) is a plain copy.
+    Large data is cut into one run of items per thread, for up to
+    ``threads`` threads (numpy releases the GIL in each run's few whole-array
+    operations; smaller runs would cost more in per-call overhead than they
+    gain in cache).
     """
     buf = data if isinstance(data, np.ndarray) else np.frombuffer(data, dtype=np.uint8)
     out = aligned_empty(buf.size)
-    if itemsize <= 1 or buf.size < itemsize:
-        out[:] = buf
+    if itemsize <= 1 or buf.size < itemsize or buf.size < BLOCK_SIZE or threads <= 1:
+        _unshuffle_into(buf, itemsize, out)
         return out
     n = buf.size // itemsize
     body = n * itemsize
-    src = buf[:body].reshape(itemsize, n)
-    if itemsize in _MERGE:
-        _merge_planes(src, out[:body])
-    elif itemsize > _WIDE:
-        out[:body].reshape(n, itemsize)[...] = src.T
-    else:
-        dst = out[:body].reshape(n, itemsize)
-        for k in range(itemsize):
-            dst[:, k] = src[k]
+    planes = buf[:body].reshape(itemsize, n)
+    run = -(-n // (threads * 64)) * 64  # items per part, whole cache lines of output
+
+    def task(j: int) -> None:
+        a, b = j * run, min((j + 1) * run, n)
+        _interleave(planes[:, a:b], out[a * itemsize : b * itemsize])
+
+    run_split(-(-n // run), task, threads)
     out[body:] = buf[body:]
     return out
+
+
+def _unshuffle_into(buf: np.ndarray, itemsize: int, out: np.ndarray) -> None:
+    """:func:`unshuffle` of ``buf`` into ``out`` (the same size), on this thread."""
+    if itemsize <= 1 or buf.size < itemsize:
+        out[:] = buf
+        return
+    n = buf.size // itemsize
+    body = n * itemsize
+    _interleave(buf[:body].reshape(itemsize, n), out[:body])
+    out[body:] = buf[body:]
+
+
+def _interleave(planes: np.ndarray, out: np.ndarray) -> None:
+    """Write the ``k`` byte planes (k x n) as ``n`` items of ``k`` bytes into ``out``."""
+    itemsize, n = planes.shape
+    if itemsize in _MERGE:
+        _merge_planes(planes, out)
+    elif itemsize > _WIDE:
+        out.reshape(n, itemsize)[...] = planes.T
+    else:
+        dst = out.reshape(n, itemsize)
+        for k in range(itemsize):
+            dst[:, k] = planes[k]
 
 
 _MERGE = {2: 1, 4: 2, 8: 3}  # item size -> rounds of pairwise plane merging
@@ -228,52 +275,91 @@ def _zstd_decompressor() -> zstandard.ZstdDecompressor:
     return dec
 
 
-def encode_frame(payload: BytesLike, spec: CodecSpec, itemsize: int = 1) -> tuple[BytesLike, int]:
+def encode_frame(
+    payload: BytesLike, spec: CodecSpec, itemsize: int = 1, block_size: int = BLOCK_SIZE
+) -> tuple[BytesLike, int]:
     """Compress one payload; returns (stored bytes, index flag bits for codec and shuffle).
 
-    Falls back to storing the payload raw (codec ``none``, no shuffle) when
-    compression does not make it smaller (then the result is a view of
-    ``payload``, not a copy). Thread-safe; releases the GIL in the compressors.
+    A payload of at least two ``block_size`` blocks is stored in independent
+    blocks (codec ids 3 and 4) so that readers can decode it on several
+    threads; ``block_size=0`` always stores one block. Falls back to storing
+    the payload raw (codec ``none``, no shuffle) when compression does not
+    make it smaller (then the result is a view of ``payload``, not a copy).
+    Thread-safe; releases the GIL in the compressors.
     """
+    if block_size and not blocks.MIN_BLOCK_SIZE <= block_size < 1 << 32:
+        raise ValueError(f"block_size {block_size}: 0 or {blocks.MIN_BLOCK_SIZE}..2**32-1")
     raw = memoryview(payload).cast("B")
     if spec.codec_id == CODEC_NONE:
         return raw, 0
-    data: BytesLike = shuffle(raw, itemsize) if spec.shuffle and itemsize > 1 else raw
-    out: BytesLike
-    if spec.codec_id == CODEC_LZ4:
-        if spec.name == "lz4hc":
-            out = lz4.block.compress(
-                data, mode="high_compression", compression=spec.level, store_size=True
-            )
-        else:
-            out = lz4.block.compress(data, store_size=True)
-        codec_id = CODEC_LZ4
-    else:
-        out = _zstd_compressor(spec.level or 3).compress(data)
-        codec_id = CODEC_ZSTD
-        if raw.nbytes > max_decoded_size(len(out)):
-            # more than 255:1 (long runs of one byte): readers refuse such ratios, LZ4 cannot
-            # exceed it
-            out = lz4.block.compress(data, store_size=True)
-            codec_id = CODEC_LZ4
+    shuffled = spec.shuffle and itemsize > 1
+    data: BytesLike = shuffle(raw, itemsize) if shuffled else raw
+    out: BytesLike | None = None
+    if block_size and raw.nbytes >= 2 * block_size and raw.nbytes < 1 << 32:
+        out = _compress_blocks(memoryview(data).cast("B"), spec, block_size)
+        codec_id = _BLOCKED[spec.codec_id]
+        if out is None:  # a ZSTD block beyond 255:1: LZ4 cannot exceed the limit
+            out = _compress_blocks(memoryview(data).cast("B"), _PLAIN_LZ4, block_size)
+            codec_id = CODEC_LZ4_BLOCKS
+    if out is None:
+        out, codec_id = _compress_one(data, spec)
     if len(out) >= raw.nbytes or raw.nbytes > max_decoded_size(len(out)):
         return raw, 0
     flags = codec_id << CODEC_SHIFT
-    if spec.shuffle and itemsize > 1:
+    if shuffled:
         flags |= FrameFlags.SHUFFLED
     return out, flags
+
+
+_PLAIN_LZ4: Final = CodecSpec("lz4")
+
+
+def _compress(data: BytesLike, spec: CodecSpec, store_size: bool) -> bytes:
+    """One LZ4 block (with its u32 size prefix when ``store_size``) or one ZSTD frame."""
+    if spec.codec_id == CODEC_ZSTD:
+        return _zstd_compressor(spec.level or 3).compress(data)
+    if spec.name == "lz4hc":
+        out: bytes = lz4.block.compress(
+            data, mode="high_compression", compression=spec.level, store_size=store_size
+        )
+    else:
+        out = lz4.block.compress(data, store_size=store_size)
+    return out
+
+
+def _compress_one(data: BytesLike, spec: CodecSpec) -> tuple[bytes, int]:
+    out = _compress(data, spec, store_size=True)
+    if spec.codec_id == CODEC_ZSTD and len(memoryview(data)) > max_decoded_size(len(out)):
+        # more than 255:1 (long runs of one byte): readers refuse such ratios, LZ4 cannot
+        # exceed it
+        return lz4.block.compress(data, store_size=True), CODEC_LZ4
+    return out, spec.codec_id
+
+
+def _compress_blocks(data: memoryview, spec: CodecSpec, block_size: int) -> bytes | None:
+    """``data`` in independently compressed blocks, or None if a block breaks the ratio limit."""
+    parts = []
+    for lo in range(0, data.nbytes, block_size):
+        part = data[lo : lo + block_size]
+        out = _compress(part, spec, store_size=False)
+        if part.nbytes > max_decoded_size(len(out)):
+            return None  # ZSTD beyond 255:1; the whole-frame path falls back to LZ4
+        parts.append(out)
+    return blocks.pack(parts, data.nbytes, block_size)
 
 
 def decoded_size(stored: BytesLike, flags: int, max_size: int) -> int:
     """The size ``stored`` decodes to, from its codec header; checked, nothing allocated.
 
-    Raises :class:`CodecError` for an unknown codec, a header that does not
-    parse, or a size over ``max_size`` or :func:`max_decoded_size`.
+    Raises :class:`CodecError` for an unknown codec, a header or block table
+    that does not parse, or a size over ``max_size`` or :func:`max_decoded_size`.
     """
     codec = codec_of(flags)
     n = len(stored)
     if codec == CODEC_NONE:
         return n
+    if codec in _BLOCK_CODECS:
+        return _block_table(stored, codec, max_size).raw_size
     bound = min(max_size, max_decoded_size(n))
     if codec == CODEC_LZ4:
         if n < _LZ4_SIZE.size:
@@ -281,71 +367,148 @@ def decoded_size(stored: BytesLike, flags: int, max_size: int) -> int:
         (raw_size,) = _LZ4_SIZE.unpack_from(stored, 0)
         what = "lz4 frame claims"
     elif codec == CODEC_ZSTD:
-        try:
-            raw_size = zstandard.frame_content_size(stored)
-        except zstandard.ZstdError as exc:
-            raise CodecError(f"zstd frame header invalid: {exc}") from None
-        if raw_size < 0:
-            raise CodecError("zstd frame does not declare its content size")
+        raw_size = _zstd_content_size(stored, "zstd frame")
         what = "zstd frame declares"
     else:
         raise CodecError(f"unknown codec id {codec}")
-    if raw_size > bound:
-        raise CodecError(
-            f"{what} {raw_size} raw bytes, more than {bound} for {n} stored bytes "
-            f"(at most {MAX_RATIO}:1 and {max_size} bytes)"
-        )
+    _check_bound(what, raw_size, n, bound, max_size)
     return int(raw_size)
 
 
+def _check_bound(what: str, raw_size: int, stored_size: int, bound: int, max_size: int) -> None:
+    if raw_size > bound:
+        raise CodecError(
+            f"{what} {raw_size} raw bytes, more than {bound} for {stored_size} stored bytes "
+            f"(at most {MAX_RATIO}:1 and {max_size} bytes)"
+        )
+
+
+def _zstd_content_size(frame: BytesLike, what: str) -> int:
+    try:
+        size = int(zstandard.frame_content_size(frame))
+    except zstandard.ZstdError as exc:
+        raise CodecError(f"{what} header invalid: {exc}") from None
+    if size < 0:
+        raise CodecError(f"{what} does not declare its content size")
+    return size
+
+
+def _block_table(stored: BytesLike, codec: int, max_size: int) -> blocks.BlockTable:
+    """The checked block table of a blocked payload (CodecError if it is inconsistent)."""
+    name = CODEC_NAMES[codec]
+    try:
+        table = blocks.parse(stored, MAX_RATIO, _SLACK)
+    except BlockTableError as exc:
+        raise CodecError(f"{name} payload: {exc}") from None
+    n = len(stored)
+    _check_bound(
+        f"{name} payload claims", table.raw_size, n, min(max_size, max_decoded_size(n)), max_size
+    )
+    return table
+
+
 def decode_frame(
-    stored: BytesLike, flags: int, itemsize: int, max_size: int
+    stored: BytesLike, flags: int, itemsize: int, max_size: int, *, threads: int = 1
 ) -> BytesLike | np.ndarray:
     """Decompress one stored payload by its index flags.
 
     ``max_size`` bounds the decoded size (so does :func:`max_decoded_size`): a
     size field claiming more raises :class:`CodecError` before anything is
     allocated. A payload without codec or shuffle comes back as it is.
+    ``threads`` as for :func:`decode_aligned`.
     """
     if not flags & _DECODE_BITS:
         return stored
-    return decode_aligned(stored, flags, itemsize, max_size)
+    return decode_aligned(stored, flags, itemsize, max_size, threads=threads)
 
 
-def decode_aligned(stored: BytesLike, flags: int, itemsize: int, max_size: int) -> np.ndarray:
+def decode_aligned(
+    stored: BytesLike,
+    flags: int,
+    itemsize: int,
+    max_size: int,
+    *,
+    threads: int = 1,
+    first: Callable[[], None] | None = None,
+) -> np.ndarray:
     """Like :func:`decode_frame`, always into a fresh 64-byte-aligned uint8 array.
 
     LZ4 decodes straight into the aligned array (or, when shuffled, into a
     per-thread scratch buffer that the unshuffle reads), so no decoded byte
-    is copied twice.
+    is copied twice. With ``threads > 1``, a large frame's blocks are decoded
+    on up to that many threads, and ``first`` (say, a CRC check of
+    ``stored``) runs on the calling thread meanwhile; an exception from
+    ``first`` wins over a decode error. Without threads ``first`` runs before
+    the decode.
     """
-    raw_size = decoded_size(stored, flags, max_size)
     codec = codec_of(flags)
     shuffled = bool(flags & FrameFlags.SHUFFLED)
     if codec == CODEC_NONE:
+        if first is not None:
+            first()
         return unshuffle(stored, itemsize) if shuffled else _copy_aligned(stored)
-    if codec == CODEC_LZ4 and _lz4_into is not None and max(len(stored), raw_size) <= _INT_MAX:
-        target = _scratch(raw_size) if shuffled else aligned_empty(raw_size)
-        src = np.frombuffer(stored, dtype=np.uint8)
-        got = _lz4_into(src.ctypes.data + 4, target.ctypes.data, src.size - 4, raw_size)
-        if got != raw_size:
-            raise CodecError(f"lz4 frame does not decode to its {raw_size} bytes")
-        return unshuffle(target, itemsize) if shuffled else target
+    src = memoryview(stored).cast("B")
+    table: blocks.BlockTable | None = None
+    try:
+        if codec in _BLOCK_CODECS:
+            table = _block_table(src, codec, max_size)
+            raw_size, count = table.raw_size, table.count
+            base = CODEC_LZ4 if codec == CODEC_LZ4_BLOCKS else CODEC_ZSTD
+        else:
+            raw_size, count, base = decoded_size(src, flags, max_size), 1, codec
+    except CodecError:
+        if first is not None:
+            first()  # a checksum error says more than the header it damaged
+        raise
+    target = _scratch(raw_size) if shuffled else aligned_empty(raw_size)
+
+    def task(i: int) -> None:
+        if table is None:
+            _decode_into(src, base, target, whole=True)
+            return
+        lo, hi = table.raw_range(i)
+        part = src[int(table.offsets[i]) : int(table.offsets[i + 1])]
+        try:
+            _decode_into(part, base, target[lo:hi], whole=False)
+        except CodecError as exc:
+            raise CodecError(f"{CODEC_NAMES[codec]} block {i}: {exc}") from None
+
+    threads = threads if raw_size >= BLOCK_SIZE else 1
+    run_split(count, task, threads, first)
+    return unshuffle(target, itemsize, threads) if shuffled else target
+
+
+def _decode_into(src: memoryview, codec: int, out: np.ndarray, whole: bool) -> None:
+    """Decode one LZ4 block or ZSTD frame into ``out``, which it must fill exactly.
+
+    ``whole``: ``src`` is a whole-frame payload (LZ4 with its u32 size prefix).
+    """
+    size = out.size
     if codec == CODEC_LZ4:
+        skip = _LZ4_SIZE.size if whole else 0
+        if _lz4_into is not None and max(src.nbytes, size) <= _INT_MAX:
+            addr = np.frombuffer(src, dtype=np.uint8).ctypes.data
+            got = _lz4_into(addr + skip, out.ctypes.data, src.nbytes - skip, size)
+            if got != size:
+                raise CodecError(f"lz4 data does not decode to its {size} bytes")
+            return
         try:
-            out: BytesLike = lz4.block.decompress(stored)
+            data: BytesLike = lz4.block.decompress(src[skip:], uncompressed_size=size)
         except lz4.block.LZ4BlockError as exc:
-            raise CodecError(f"lz4 frame does not decode: {exc}") from None
+            raise CodecError(f"lz4 data does not decode: {exc}") from None
     else:
+        if not whole and _zstd_content_size(src, "zstd frame") != size:
+            raise CodecError(f"zstd frame does not declare its block's {size} bytes")
         try:
-            out = _zstd_decompressor().decompress(stored, max_output_size=raw_size)
+            data = _zstd_decompressor().decompress(src, max_output_size=size)
         except zstandard.ZstdError as exc:
             raise CodecError(f"zstd frame does not decode: {exc}") from None
-        if len(out) != raw_size:
-            raise CodecError(f"zstd frame decoded to {len(out)} bytes, header said {raw_size}")
-    return unshuffle(out, itemsize) if shuffled else _copy_aligned(out)
+    if len(data) != size:
+        raise CodecError(f"decoded to {len(data)} bytes, the header said {size}")
+    out[:] = np.frombuffer(data, dtype=np.uint8)
 
 
+_BLOCK_CODECS: Final = frozenset({CODEC_LZ4_BLOCKS, CODEC_ZSTD_BLOCKS})
 _DECODE_BITS = CODEC_MASK | int(FrameFlags.SHUFFLED)
 
 

@@ -20,6 +20,7 @@ import numpy as np
 from hyperframes import search
 from hyperframes._crc import crc32c
 from hyperframes._io import pread_into_aligned, pread_scratch
+from hyperframes._split import default_threads
 from hyperframes._structure import Structure, load_aux, load_quarantine, load_structure
 from hyperframes.codecs import CodecError, decode_aligned
 from hyperframes.errors import ChecksumError, CorruptFileError, FrameNotFoundError
@@ -114,6 +115,11 @@ class HyperframeReader:
     ms for a million frames) and validates them; payloads are read on demand
     with ``pread``. With ``verify=True`` (the default) every payload read is
     checked against its CRC32C.
+
+    ``threads`` bounds the threads that decode one large frame (its blocks,
+    and its CRC check alongside): default up to 4 of the CPUs this process
+    may use; 1 decodes on the calling thread only (say, in each of many
+    DataLoader workers).
     """
 
     def __init__(
@@ -122,11 +128,15 @@ class HyperframeReader:
         *,
         verify: bool = True,
         max_frame_bytes: int = 1 << 30,
+        threads: int | None = None,
     ) -> None:
+        if threads is not None and (not isinstance(threads, int) or threads < 1):
+            raise ValueError(f"threads must be a positive integer or None, got {threads!r}")
         self.path = Path(path)
         self._name = os.fspath(path)
         self.verify = verify
         self.max_frame_bytes = max_frame_bytes
+        self.threads = default_threads() if threads is None else threads
         self._fd = os.open(self._name, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
         try:
             self._s: Structure = load_structure(self._fd, self._name)
@@ -490,17 +500,28 @@ class HyperframeReader:
             raise CorruptFileError(
                 self._name, f"frame {i} truncated ({len(stored)}/{size} bytes)", offset
             )
-        if self.verify:
+
+        def check() -> None:
             actual = crc32c(stored.data)
             if actual != crc:
                 raise ChecksumError(
                     self._name, f"frame {i} (stream {sid}, t={ts})", offset, crc, actual
                 )
+
         stream = self.streams[sid]
         if not flags & _DECODE_MASK:
+            if self.verify:
+                check()
             return Frame(stream, ts, stream_index, flags, stored, self._name)
         try:
-            data = decode_aligned(stored.data, flags, stream.itemsize, self.max_frame_bytes)
+            data = decode_aligned(
+                stored.data,
+                flags,
+                stream.itemsize,
+                self.max_frame_bytes,
+                threads=self.threads,
+                first=check if self.verify else None,
+            )
         except CodecError as exc:
             raise CorruptFileError(self._name, f"frame {i}: {exc}", offset) from None
         return Frame(stream, ts, stream_index, flags, data, self._name)

@@ -27,7 +27,15 @@ from hyperframes._checks import fits_block
 from hyperframes._crc import BytesLike, PayloadLike, byte_view, crc32c
 from hyperframes._io import fsync_dir, write_all
 from hyperframes._meta import Meta, encode_meta, window_ns_problem
-from hyperframes.codecs import CODEC_LZ4, CODEC_ZSTD, CodecSpec, encode_frame
+from hyperframes._payload_blocks import BLOCK_SIZE, MIN_BLOCK_SIZE
+from hyperframes.codecs import (
+    CODEC_LZ4,
+    CODEC_LZ4_BLOCKS,
+    CODEC_ZSTD,
+    CODEC_ZSTD_BLOCKS,
+    CodecSpec,
+    encode_frame,
+)
 from hyperframes.layout import (
     ALIGN,
     AUX_DTYPE,
@@ -106,8 +114,10 @@ class _Pending:
     future: Future[tuple[BytesLike, int, int]]
 
 
-def _encode(payload: memoryview, spec: CodecSpec, itemsize: int) -> tuple[BytesLike, int, int]:
-    stored, codec_flags = encode_frame(payload, spec, itemsize)
+def _encode(
+    payload: memoryview, spec: CodecSpec, itemsize: int, block_size: int
+) -> tuple[BytesLike, int, int]:
+    stored, codec_flags = encode_frame(payload, spec, itemsize, block_size)
     return stored, codec_flags, crc32c(stored)
 
 
@@ -122,6 +132,8 @@ class HyperframeWriter:
 
     Not thread-safe: one thread drives a writer. Compression runs on an
     internal pool of ``threads`` workers (LZ4 and ZSTD release the GIL).
+    A compressed frame of at least two ``block_size`` blocks is stored in
+    independent blocks that readers decode on several threads (0: never).
     """
 
     def __init__(
@@ -134,12 +146,16 @@ class HyperframeWriter:
         codecs: Mapping[int, CodecSpec] | None = None,
         fsync_interval_s: float = 1.0,
         threads: int | None = None,
+        block_size: int = BLOCK_SIZE,
     ) -> None:
         problem = window_ns_problem(window_ns)
         if problem is not None:
             raise ValueError(f"window_ns: {problem}")
         if fsync_interval_s < 0:
             raise ValueError(f"fsync_interval_s must be >= 0, got {fsync_interval_s}")
+        if block_size and not MIN_BLOCK_SIZE <= block_size < 1 << 32:
+            raise ValueError(f"block_size must be 0 or {MIN_BLOCK_SIZE}..2**32-1, got {block_size}")
+        self.block_size = block_size
         ids = [s.id for s in streams]
         if len(set(ids)) != len(ids):
             raise ValueError(f"duplicate stream ids in {sorted(ids)}")
@@ -438,7 +454,7 @@ class HyperframeWriter:
             raise ValueError(f"stream {stream_id}: stream_index {stream_index} outside u32")
         self._next_index[stream_id] = stream_index + 1
         future = self._pool.submit(
-            _encode, view, self._codecs[stream_id], self._itemsize[stream_id]
+            _encode, view, self._codecs[stream_id], self._itemsize[stream_id], self.block_size
         )
         self._pending.append(
             _Pending(
@@ -562,9 +578,9 @@ def _header_bits(flags: np.ndarray) -> int:
     """Header flag bits naming the codecs and filters used by any frame."""
     codecs = set(((flags & CODEC_MASK) >> CODEC_SHIFT).tolist())
     bits = HeaderFlags.LITTLE_ENDIAN
-    if CODEC_LZ4 in codecs:
+    if codecs & {CODEC_LZ4, CODEC_LZ4_BLOCKS}:
         bits |= HeaderFlags.USES_LZ4
-    if CODEC_ZSTD in codecs:
+    if codecs & {CODEC_ZSTD, CODEC_ZSTD_BLOCKS}:
         bits |= HeaderFlags.USES_ZSTD
     if np.any(flags & FrameFlags.SHUFFLED):
         bits |= HeaderFlags.USES_SHUFFLE

@@ -34,6 +34,7 @@ from hyperframes import (
     UnsupportedVersionError,
 )
 from hyperframes._crc import crc32c
+from hyperframes.codecs import CODEC_LZ4_BLOCKS, codec_of
 from hyperframes.layout import HEADER_SIZE, Header
 from hyperframes.reader import HyperframeReader
 from hyperframes.recover import recover
@@ -132,6 +133,22 @@ def test_mutated_index_entries_give_typed_errors(tmp_path: Path, sample: bytes,
     path = tmp_path / "m.hf"
     path.write_bytes(bytes(raw))
     _expect_typed(path)
+
+
+@pytest.fixture(scope="module")
+def blocked(tmp_path_factory: pytest.TempPathFactory) -> bytes:
+    """A finalized file whose lidar frames (24 KB) are stored in 4 KiB blocks (codec 3)."""
+    from hyperframes.writer import HyperframeWriter
+
+    from conftest import WINDOW_NS, lidar_sweep, small_frames, small_streams
+
+    path = tmp_path_factory.mktemp("fuzz") / "b.hf"
+    with HyperframeWriter(path, small_streams(), WINDOW_NS, block_size=4096) as w:
+        for i, (sid, t, p) in enumerate(small_frames(0.3)):
+            w.append(sid, t, lidar_sweep(i, 1500).tobytes() if sid == 1 else p)
+    with HyperframeReader(path) as r:
+        assert CODEC_LZ4_BLOCKS in {codec_of(int(f)) for f in r.index["flags"]}
+    return path.read_bytes()
 
 
 @pytest.fixture(scope="module")
@@ -237,24 +254,25 @@ def test_mutated_blocks_recover_to_files_that_verify(tmp_path: Path, crashed: by
 @_new_settings
 @given(st.data())
 def test_resealed_payload_edits_give_typed_errors(tmp_path: Path, sample: bytes, crashed: bytes,
-                                                  data: st.DataObject) -> None:
-    """Codec headers and payload bytes changed, CRCs resealed: only decoding can tell."""
-    kind = data.draw(st.sampled_from(["final", "tmp"]))
-    raw = bytearray(sample if kind == "final" else crashed)
+                                                  blocked: bytes, data: st.DataObject) -> None:
+    """Codec headers, block tables and payload bytes changed, CRCs resealed: only decoding
+    can tell."""
+    kind = data.draw(st.sampled_from(["final", "tmp", "blocked"]))
+    raw = bytearray({"final": sample, "tmp": crashed, "blocked": blocked}[kind])
     h = header(raw)
-    count = h.frame_count if kind == "final" else 0
-    if kind == "final":
-        e = h.index_offset + 32 * data.draw(st.integers(0, count - 1))
+    if kind != "tmp":
+        e = h.index_offset + 32 * data.draw(st.integers(0, h.frame_count - 1))
     else:
         pos = data.draw(st.sampled_from(block_positions(raw)))
         e = pos + 64
     off, size = struct.unpack_from("<QI", raw, e + 16)
     assume(size >= 4)
-    how = data.draw(st.sampled_from(["prefix", "bytes", "flags"]))
-    if how == "prefix":
+    how = data.draw(st.sampled_from(["prefix", "bytes", "flags", "table"]))
+    if how in ("prefix", "table"):  # the size prefix, or a u32 of a block table
+        at = 0 if how == "prefix" else 4 * data.draw(st.integers(0, min(8, size // 4 - 1)))
         value = data.draw(st.one_of(st.integers(0, 2**32 - 1),
-                                    st.sampled_from([0, size, 255 * size, 256 * size])))
-        struct.pack_into("<I", raw, off, value)
+                                    st.sampled_from([0, 1, 4096, size, 255 * size, 256 * size])))
+        struct.pack_into("<I", raw, off + at, value % 2**32)
     elif how == "bytes":
         for _ in range(data.draw(st.integers(1, 8))):
             raw[off + data.draw(st.integers(0, size - 1))] = data.draw(st.integers(0, 255))
@@ -266,9 +284,9 @@ def test_resealed_payload_edits_give_typed_errors(tmp_path: Path, sample: bytes,
     for p in entry_positions(raw, off):
         struct.pack_into("<I", raw, p + 28, crc)
     reseal(raw)
-    path = tmp_path / ("p.hf" if kind == "final" else "p.hf.tmp")
+    path = tmp_path / ("p.hf.tmp" if kind == "tmp" else "p.hf")
     path.write_bytes(bytes(raw))
-    if kind == "final":
+    if kind != "tmp":
         _expect_typed(path)
     _expect_recovery_verifies(path, tmp_path / "out.hf")
 

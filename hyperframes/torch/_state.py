@@ -14,6 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
+from torch.utils.data import get_worker_info
 
 from hyperframes.layout import FrameFlags
 from hyperframes.reader import HyperframeReader
@@ -55,7 +56,9 @@ class WorkerState:
             for key in [k for k in self.videos if k[0] == old]:
                 self.videos.pop(key).close()
             old_reader.close()
-        r = HyperframeReader(path, verify=self.verify)
+        # in a DataLoader worker, the workers already use the cores: one frame, one thread
+        threads = 1 if get_worker_info() is not None else None
+        r = HyperframeReader(path, verify=self.verify, threads=threads)
         self._readers[path] = r
         return r
 

@@ -1,0 +1,105 @@
+"""The block table of a payload stored in independent blocks (codecs 3 and 4): pure layout.
+
+A large frame is cut into blocks of ``block_size`` raw bytes (the last one
+shorter), each compressed alone, so that several threads can decode one
+frame. Stored layout (docs/FORMAT.md, "Stored payloads and codecs"):
+
+    u32 raw size | u32 block size | u32 stored size of each block | the blocks
+
+The number of blocks is ``ceil(raw size / block size)``. :func:`parse`
+checks everything a decoder relies on before anything is allocated: the
+table fits, every block is non-empty, the blocks fill the payload exactly,
+and no block claims more than the codec ratio limit allows.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Final
+
+import numpy as np
+
+from hyperframes._crc import BytesLike
+
+__all__ = ["BLOCK_SIZE", "MIN_BLOCK_SIZE", "BlockTable", "BlockTableError", "pack", "parse"]
+
+BLOCK_SIZE: Final = 256 << 10  # raw bytes per block; frames of two blocks or more are split
+MIN_BLOCK_SIZE: Final = 4096  # smaller blocks would only add table and thread overhead
+_HEAD = struct.Struct("<II")
+
+
+class BlockTableError(ValueError):
+    """The block table of a stored payload is inconsistent (the message says how)."""
+
+
+@dataclass(frozen=True, slots=True)
+class BlockTable:
+    """Where each block of a blocked payload lies, stored and decoded."""
+
+    raw_size: int
+    block_size: int
+    offsets: np.ndarray  # n + 1 stored offsets (int64): block i is offsets[i]:offsets[i + 1]
+
+    @property
+    def count(self) -> int:
+        """Number of blocks."""
+        return len(self.offsets) - 1
+
+    def raw_range(self, i: int) -> tuple[int, int]:
+        """Decoded byte range ``[lo, hi)`` of block ``i``."""
+        lo = i * self.block_size
+        return lo, min(lo + self.block_size, self.raw_size)
+
+
+def pack(blocks: Sequence[BytesLike], raw_size: int, block_size: int) -> bytes:
+    """The stored payload holding ``blocks`` (already compressed, in order)."""
+    sizes = np.array([len(memoryview(b)) for b in blocks], dtype="<u4")
+    return b"".join([_HEAD.pack(raw_size, block_size), sizes.tobytes(), *blocks])
+
+
+def parse(stored: BytesLike, max_ratio: int, slack: int) -> BlockTable:
+    """Read and check the block table of ``stored``.
+
+    ``max_ratio`` and ``slack`` bound each block: a block of ``n`` stored
+    bytes may decode to at most ``max_ratio * n + slack`` bytes. Raises
+    :class:`BlockTableError` naming what is wrong.
+    """
+    total = len(memoryview(stored))
+    if total < _HEAD.size:
+        raise BlockTableError(f"{total} bytes, shorter than the 8-byte block table head")
+    raw_size, block_size = _HEAD.unpack_from(stored, 0)
+    if block_size < MIN_BLOCK_SIZE:
+        raise BlockTableError(f"block size {block_size} under the minimum {MIN_BLOCK_SIZE}")
+    if raw_size == 0:
+        raise BlockTableError("raw size 0: a blocked payload holds at least one byte")
+    count = -(-raw_size // block_size)
+    body = _HEAD.size + 4 * count
+    if body + count > total:  # every block holds at least one byte
+        raise BlockTableError(
+            f"{count} blocks of {block_size} bytes for {raw_size} raw bytes "
+            f"do not fit in {total} stored bytes"
+        )
+    sizes = np.frombuffer(stored, dtype="<u4", count=count, offset=_HEAD.size).astype(np.int64)
+    if not sizes.all():
+        raise BlockTableError(f"block {int(np.argmin(sizes))} is empty")
+    offsets = np.empty(count + 1, dtype=np.int64)
+    offsets[0] = body
+    np.cumsum(sizes, out=offsets[1:])
+    offsets[1:] += body
+    if offsets[-1] != total:
+        raise BlockTableError(
+            f"the blocks hold {int(offsets[-1]) - body} bytes, "
+            f"the payload has {total - body} after its table"
+        )
+    raw = np.full(count, block_size, dtype=np.int64)
+    raw[-1] = raw_size - (count - 1) * block_size
+    over = np.flatnonzero(raw > max_ratio * sizes + slack)
+    if over.size:
+        i = int(over[0])
+        raise BlockTableError(
+            f"block {i} claims {int(raw[i])} raw bytes from {int(sizes[i])} stored "
+            f"(more than {max_ratio}:1)"
+        )
+    return BlockTable(raw_size, block_size, offsets)

@@ -1,0 +1,114 @@
+"""Splitting the work on one large frame across threads (blocks of a payload, its CRC).
+
+One process-wide pool of helper threads, created on first use and never
+reused across ``fork`` (a forked child, such as a DataLoader worker, gets a
+fresh one). The calling thread always works too, taking the same tasks as
+the helpers from a shared counter, so a busy or slow pool delays a split but
+never stalls it. The tasks themselves must release the GIL (LZ4 through
+ctypes, ZSTD, CRC32C and numpy copies do) for the split to pay.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+
+__all__ = ["default_threads", "run_split"]
+
+_MAX_DEFAULT = 4
+
+
+def default_threads() -> int:
+    """Threads one frame's decode may use by default: the CPUs this process may run on, <= 4."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # pragma: no cover - not Linux
+        cpus = os.cpu_count() or 1
+    return max(1, min(_MAX_DEFAULT, cpus))
+
+
+class _Pool:
+    """The helper threads of this process (recreated after fork and when more are wanted)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.executor: ThreadPoolExecutor | None = None
+        self.size = 0
+
+    def get(self, helpers: int) -> ThreadPoolExecutor:
+        with self.lock:
+            if self.executor is None or self.size < helpers:
+                old = self.executor
+                self.executor = ThreadPoolExecutor(helpers, thread_name_prefix="hf-split")
+                self.size = helpers
+                if old is not None:
+                    old.shutdown(wait=False)
+            return self.executor
+
+    def forget(self) -> None:
+        """In a forked child: the parent's threads do not exist here, and its lock may be held."""
+        self.lock = threading.Lock()
+        self.executor = None
+        self.size = 0
+
+
+_pool = _Pool()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_pool.forget)
+
+
+def run_split(
+    count: int,
+    task: Callable[[int], None],
+    threads: int,
+    first: Callable[[], None] | None = None,
+) -> None:
+    """Run ``task(0) .. task(count - 1)`` on the calling thread and up to ``threads - 1`` helpers.
+
+    ``first`` runs on the calling thread before it takes tasks (the helpers
+    start on the tasks meanwhile). Returns when every task has run. Errors:
+    an exception from ``first`` wins over one from a task; after any error
+    no further task is started, and the first one is raised once the running
+    tasks have finished. With ``threads <= 1`` everything runs in order on the
+    calling thread, and a failing ``first`` skips the tasks.
+    """
+    helpers = min(threads - 1, count if first is not None else count - 1)
+    if helpers <= 0:
+        if first is not None:
+            first()
+        for i in range(count):
+            task(i)
+        return
+    claims = itertools.count()  # next() on it is atomic: each index is taken once
+    errors: list[BaseException] = []
+
+    def work() -> None:
+        for i in claims:
+            if i >= count or errors:
+                return
+            try:
+                task(i)
+            except BaseException as exc:  # handed to the caller below
+                errors.append(exc)
+                return
+
+    pool = _pool.get(threads - 1)
+    pending = [pool.submit(work) for _ in range(helpers)]
+    first_error: BaseException | None = None
+    if first is not None:
+        try:
+            first()
+        except BaseException as exc:  # raised below, after the helpers stop
+            first_error = exc
+            errors.append(exc)
+    work()
+    for fut in pending:
+        if not fut.cancel():  # a helper that never started has nothing left to do
+            fut.result()
+    if first_error is not None:
+        raise first_error
+    if errors:
+        raise errors[0]

@@ -1,0 +1,389 @@
+"""Large frames stored in independent blocks (codecs 3 and 4) and decoded on several threads.
+
+The layout and its checks (``hyperframes._payload_blocks``), the codec round
+trip at every thread count, hostile block tables (typed errors, nothing
+large allocated), the reader's CRC check running alongside the decode, and
+the helper pool (``hyperframes._split``): every task once, errors in order,
+and a forked child that decodes without hanging.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import struct
+import threading
+import tracemalloc
+from pathlib import Path
+
+import numpy as np
+import pytest
+from test_hostile import first_entry, set_payload
+
+from hyperframes import ChecksumError, CorruptFileError, FileMetadata
+from hyperframes._crc import crc32c
+from hyperframes._payload_blocks import MIN_BLOCK_SIZE, BlockTableError, parse
+from hyperframes._split import default_threads, run_split
+from hyperframes.cli import main
+from hyperframes.codecs import (
+    BLOCK_SIZE,
+    CODEC_LZ4,
+    CODEC_LZ4_BLOCKS,
+    CODEC_SHIFT,
+    CODEC_ZSTD,
+    CODEC_ZSTD_BLOCKS,
+    CodecError,
+    CodecSpec,
+    codec_of,
+    decode_aligned,
+    encode_frame,
+    shuffle,
+    unshuffle,
+)
+from hyperframes.layout import FrameFlags
+from hyperframes.reader import HyperframeReader
+from hyperframes.recover import recover
+from hyperframes.verify import verify_file
+from hyperframes.writer import HyperframeWriter
+
+from conftest import T0, WINDOW_NS, lidar_sweep, small_streams
+
+SMALL = MIN_BLOCK_SIZE  # a block size that splits test-sized frames
+
+
+def sweep_bytes(points: int, seed: int = 0) -> bytes:
+    """A lidar-like float32 sweep: compresses only when shuffled."""
+    return lidar_sweep(seed, points).tobytes()
+
+
+def runs(size: int, seed: int = 0) -> bytes:
+    """Random bytes in runs of 64: compresses with or without shuffle."""
+    rng = np.random.default_rng(seed)
+    return rng.integers(0, 256, -(-size // 64), dtype=np.uint8).repeat(64)[:size].tobytes()
+
+
+# --- codec round trip ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("spec", ["lz4", "lz4hc:3", "zstd:1"])
+@pytest.mark.parametrize("shuffled", [False, True])
+@pytest.mark.parametrize("extra", [0, 3, 4096 + 17])
+def test_blocked_round_trip_at_every_thread_count(spec: str, shuffled: bool, extra: int) -> None:
+    raw = runs(3 * SMALL + extra)
+    stored, flags = encode_frame(raw, CodecSpec.parse(spec, shuffled), 4, SMALL)
+    blocked = CODEC_ZSTD_BLOCKS if spec.startswith("zstd") else CODEC_LZ4_BLOCKS
+    assert codec_of(flags) == blocked
+    assert bool(flags & FrameFlags.SHUFFLED) == shuffled
+    assert parse(stored, 255, 64).count == -(-len(raw) // SMALL)
+    for threads in (1, 2, 3, 8):
+        out = decode_aligned(stored, flags, 4, 1 << 30, threads=threads)
+        assert out.tobytes() == raw and out.ctypes.data % 64 == 0
+
+
+def test_frames_under_two_blocks_stay_one_block() -> None:
+    raw = runs(2 * SMALL - 16)
+    assert codec_of(encode_frame(raw, CodecSpec("lz4"), 4, SMALL)[1]) == CODEC_LZ4
+    assert codec_of(encode_frame(raw + bytes(16), CodecSpec("zstd"), 4, 0)[1]) == CODEC_ZSTD
+    assert codec_of(encode_frame(raw + bytes(16), CodecSpec("zstd"), 4, SMALL)[1]) == (
+        CODEC_ZSTD_BLOCKS
+    )
+
+
+def test_default_block_size_splits_a_real_lidar_sweep() -> None:
+    raw = sweep_bytes(120_000)  # 1.9 MB, the vehicle profile's lidar
+    single, _ = encode_frame(raw, CodecSpec("lz4", shuffle=True), 4, 0)
+    stored, flags = encode_frame(raw, CodecSpec("lz4", shuffle=True), 4)
+    assert codec_of(flags) == CODEC_LZ4_BLOCKS
+    assert parse(stored, 255, 64).block_size == BLOCK_SIZE
+    assert len(stored) <= len(single) * 1.01  # blocks cost (almost) no compression
+    assert decode_aligned(stored, flags, 4, 1 << 30, threads=2).tobytes() == raw
+
+
+def test_zstd_blocks_beyond_the_ratio_limit_become_lz4_blocks() -> None:
+    raw = bytes(4 << 16)  # zeros: ZSTD would exceed 255:1 per block
+    stored, flags = encode_frame(raw, CodecSpec("zstd", 19), 1, 1 << 16)
+    assert codec_of(flags) == CODEC_LZ4_BLOCKS
+    assert decode_aligned(stored, flags, 1, 1 << 30, threads=2).tobytes() == raw
+
+
+def test_block_size_is_checked() -> None:
+    with pytest.raises(ValueError, match="block_size"):
+        encode_frame(b"x" * 100, CodecSpec("lz4"), 1, 100)
+    with pytest.raises(ValueError, match="block_size"):
+        HyperframeWriter("never.hf", small_streams(), WINDOW_NS, block_size=1)
+
+
+@pytest.mark.parametrize("itemsize", [2, 4, 8, 12, 16, 32])
+def test_parallel_unshuffle_matches_the_serial_one(itemsize: int) -> None:
+    rng = np.random.default_rng(itemsize)
+    raw = rng.integers(0, 256, BLOCK_SIZE + 7 * itemsize + 5, dtype=np.uint8).tobytes()
+    sh = shuffle(raw, itemsize)
+    for threads in (1, 2, 3):
+        assert unshuffle(sh, itemsize, threads).tobytes() == raw
+
+
+# --- hostile block tables -----------------------------------------------------------------
+
+
+def _blocked(spec: str = "lz4") -> tuple[bytearray, int]:
+    stored, flags = encode_frame(runs(3 * SMALL + 80), CodecSpec.parse(spec), 4, SMALL)
+    return bytearray(stored), flags
+
+
+def _put(buf: bytearray, pos: int, value: int) -> bytearray:
+    struct.pack_into("<I", buf, pos, value)
+    return buf
+
+
+@pytest.mark.parametrize(
+    ("mutate", "match"),
+    [
+        (lambda b: b[:7], "shorter than the 8-byte"),
+        (lambda b: _put(b, 4, 4095), "under the minimum"),
+        (lambda b: _put(b, 4, 0), "under the minimum"),
+        (lambda b: _put(b, 0, 0), "raw size 0"),
+        (lambda b: _put(b, 0, 2**32 - 1), "do not fit|more than"),
+        (lambda b: _put(b, 4, MIN_BLOCK_SIZE) and _put(b, 0, 2**31), "do not fit"),
+        (lambda b: _put(b, 8, 0), "block 0 is empty"),
+        (lambda b: _put(b, 12, struct.unpack_from("<I", b, 12)[0] + 1), "hold"),
+        (lambda b: b + b"\x00", "hold"),
+    ],
+)
+def test_hostile_block_tables_give_codec_errors(mutate, match: str) -> None:
+    buf, flags = _blocked()
+    bad = mutate(buf)
+    with pytest.raises(CodecError, match=match):
+        decode_aligned(bytes(bad), flags, 4, 1 << 30, threads=2)
+
+
+def test_a_block_claiming_more_than_the_ratio_limit_is_refused() -> None:
+    buf, flags = _blocked()
+    sizes = struct.unpack_from("<4I", buf, 8)
+    # move all but one byte of block 1 into block 0: block 1 then claims 4096 bytes from 1
+    struct.pack_into("<4I", buf, 8, sizes[0] + sizes[1] - 1, 1, sizes[2], sizes[3])
+    with pytest.raises(CodecError, match="block 1 claims"):
+        decode_aligned(bytes(buf), flags, 4, 1 << 30)
+
+
+@pytest.mark.parametrize("spec", ["lz4", "zstd"])
+def test_a_block_that_does_not_decode_is_named(spec: str) -> None:
+    buf, flags = _blocked(spec)
+    table = parse(buf, 255, 64)
+    lo, hi = int(table.offsets[2]), int(table.offsets[3])
+    buf[lo:hi] = bytes(range(256)) * ((hi - lo) // 256) + bytes((hi - lo) % 256)
+    for threads in (1, 2):
+        with pytest.raises(CodecError, match="block 2"):
+            decode_aligned(bytes(buf), flags, 4, 1 << 30, threads=threads)
+
+
+def test_a_zstd_block_must_declare_its_own_size() -> None:
+    import zstandard
+
+    buf, flags = _blocked("zstd")
+    table = parse(buf, 255, 64)
+    lo, hi = int(table.offsets[0]), int(table.offsets[1])
+    other = zstandard.ZstdCompressor(level=1).compress(bytes(SMALL // 2) + b"x" * (SMALL // 2 - 1))
+    sizes = list(struct.unpack_from("<4I", buf, 8))
+    sizes[0] = len(other)
+    new = buf[:8] + struct.pack("<4I", *sizes) + other + buf[hi:]
+    assert lo == 24
+    with pytest.raises(CodecError, match=r"block 0.*declare"):
+        decode_aligned(bytes(new), flags, 4, 1 << 30)
+
+
+def test_a_huge_blocked_claim_allocates_nothing() -> None:
+    # 2**32 - 4096 raw bytes in 4096-byte blocks would need a 4 MiB table: the table must fit
+    head = struct.pack("<II", 2**32 - 4096, MIN_BLOCK_SIZE)
+    stored = head + bytes(4000)
+    tracemalloc.start()
+    try:
+        with pytest.raises(CodecError, match=r"do not fit|more than"):
+            decode_aligned(stored, CODEC_LZ4_BLOCKS << CODEC_SHIFT, 1, 1 << 30, threads=2)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 1 << 20
+
+
+def test_parse_errors_are_value_errors() -> None:
+    with pytest.raises(BlockTableError):
+        parse(b"\x00" * 4, 255, 64)
+    assert issubclass(BlockTableError, ValueError)
+
+
+# --- files with blocked frames ------------------------------------------------------------
+
+
+def _blocked_file(path: Path, finalize: bool = True) -> tuple[Path, list[bytes]]:
+    sweeps = [sweep_bytes(4000 + 300 * i, i) for i in range(6)]  # 64-93 KB: 16-23 blocks
+    w = HyperframeWriter(path, small_streams(), WINDOW_NS, FileMetadata(created_ns=T0),
+                         threads=2, block_size=SMALL)
+    for i, s in enumerate(sweeps):
+        w.append(1, T0 + 1 + i * 100_000_000, s)
+        w.append(2, T0 + 2 + i * 100_000_000, np.full(6, i, "<f8").tobytes())
+    if finalize:
+        w.finalize()
+        return path, sweeps
+    w.abort()
+    return Path(str(path) + ".tmp"), sweeps
+
+
+@pytest.mark.parametrize("threads", [1, 2, 4])
+@pytest.mark.parametrize("verify", [True, False])
+def test_reader_reads_blocked_frames(tmp_path: Path, threads: int, verify: bool) -> None:
+    path, sweeps = _blocked_file(tmp_path / "b.hf")
+    with HyperframeReader(path, threads=threads, verify=verify) as r:
+        flags = r.index["flags"][r.index["stream_id"] == 1]
+        assert {codec_of(int(f)) for f in flags} == {CODEC_LZ4_BLOCKS}
+        got = [f.data.tobytes() for f in r.frames("lidar")]
+        assert got == sweeps
+        assert [w.frames[1][0].array().shape for w in r] == [(len(s) // 16, 4) for s in sweeps]
+    assert verify_file(path).ok
+
+
+def test_reader_threads_are_checked(tmp_path: Path) -> None:
+    path, _ = _blocked_file(tmp_path / "b.hf")
+    for bad in (0, -1, 1.5):
+        with pytest.raises(ValueError, match="threads"):
+            HyperframeReader(path, threads=bad)  # type: ignore[arg-type]
+    with HyperframeReader(path) as r:
+        assert r.threads == default_threads()
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_checksum_error_wins_over_a_broken_block_table(tmp_path: Path, threads: int) -> None:
+    path, _ = _blocked_file(tmp_path / "b.hf")
+    raw = bytearray(path.read_bytes())
+    e = first_entry(raw, 1)
+    struct.pack_into("<I", raw, e["offset"] + 8, 0)  # block 0 empty; CRC left stale
+    path.write_bytes(bytes(raw))
+    with HyperframeReader(path, threads=threads) as r, pytest.raises(ChecksumError):
+        r.read("lidar", T0)
+    with (
+        HyperframeReader(path, threads=threads, verify=False) as r,
+        pytest.raises(CorruptFileError, match="block 0 is empty"),
+    ):
+        r.read("lidar", T0)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_checksum_error_wins_over_a_block_that_does_not_decode(tmp_path: Path,
+                                                              threads: int) -> None:
+    path, _ = _blocked_file(tmp_path / "b.hf")
+    raw = bytearray(path.read_bytes())
+    e = first_entry(raw, 1)
+    table = parse(raw[e["offset"] : e["offset"] + e["size"]], 255, 64)
+    at = e["offset"] + int(table.offsets[5])
+    raw[at : at + 64] = b"\xff" * 64
+    path.write_bytes(bytes(raw))
+    with HyperframeReader(path, threads=threads) as r, pytest.raises(ChecksumError):
+        r.read("lidar", T0)
+    result = verify_file(path)
+    assert not result.ok and "CRC32C" in " ".join(result.problems)
+
+
+def test_resealed_broken_block_is_caught_by_verify_and_recover(tmp_path: Path) -> None:
+    path, _ = _blocked_file(tmp_path / "b.hf")
+    raw = bytearray(path.read_bytes())
+    e = first_entry(raw, 1)
+    stored = bytearray(raw[e["offset"] : e["offset"] + e["size"]])
+    struct.pack_into("<I", stored, 0, struct.unpack_from("<I", stored, 0)[0] + 4096)
+    set_payload(raw, e["offset"], bytes(stored))  # CRCs resealed: only decoding can tell
+    path.write_bytes(bytes(raw))
+    result = verify_file(path)
+    assert not result.ok and "lz4 (blocks)" in " ".join(result.problems)
+    with HyperframeReader(path) as r, pytest.raises(CorruptFileError, match="lz4 \\(blocks\\)"):
+        r.read("lidar", T0)
+
+
+def test_recover_keeps_blocked_frames(tmp_path: Path) -> None:
+    tmp, sweeps = _blocked_file(tmp_path / "c.hf", finalize=False)
+    report = recover(tmp, tmp_path / "out.hf")
+    assert report.frames >= 10  # all but the window still pending at the abort
+    assert verify_file(tmp_path / "out.hf").ok
+    with HyperframeReader(tmp_path / "out.hf") as r:
+        got = [f.data.tobytes() for f in r.frames("lidar")]
+    assert len(got) >= 5 and got == sweeps[: len(got)]
+
+
+def test_info_and_verify_commands_on_blocked_files(tmp_path: Path, capsys) -> None:
+    path, _ = _blocked_file(tmp_path / "b.hf")
+    assert main(["info", str(path)]) == 0
+    assert main(["verify", str(path)]) == 0
+    assert "lidar" in capsys.readouterr().out
+
+
+def test_crc_of_a_blocked_payload_covers_the_table(tmp_path: Path) -> None:
+    path, _ = _blocked_file(tmp_path / "b.hf")
+    raw = path.read_bytes()
+    e = first_entry(raw, 1)
+    assert crc32c(raw[e["offset"] : e["offset"] + e["size"]]) == e["crc32c"]
+
+
+# --- the helper pool -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("threads", [1, 2, 5])
+def test_run_split_runs_every_task_once(threads: int) -> None:
+    seen: list[int] = []
+    lock = threading.Lock()
+
+    def task(i: int) -> None:
+        with lock:
+            seen.append(i)
+
+    run_split(100, task, threads, first=lambda: seen.append(-1))
+    assert sorted(seen) == [-1, *range(100)]
+    if threads == 1:
+        assert seen == [-1, *range(100)]  # in order on the calling thread
+
+
+def test_run_split_raises_first_error_before_task_errors() -> None:
+    def task(i: int) -> None:
+        raise KeyError(i)
+
+    def first() -> None:
+        raise RuntimeError("first")
+
+    for threads in (1, 3):
+        with pytest.raises(RuntimeError, match="first"):
+            run_split(10, task, threads, first)
+        with pytest.raises(KeyError):
+            run_split(10, task, threads)
+
+
+def test_run_split_stops_starting_tasks_after_an_error() -> None:
+    started: list[int] = []
+
+    def task(i: int) -> None:
+        started.append(i)
+        raise ValueError(i)
+
+    with pytest.raises(ValueError):
+        run_split(1000, task, 3)
+    assert len(started) <= 3  # at most one per thread
+
+
+def _decode_in_child(stored: bytes, flags: int, expect: bytes, queue) -> None:
+    out = decode_aligned(stored, flags, 4, 1 << 30, threads=3)
+    queue.put(out.tobytes() == expect)
+
+
+def test_a_forked_child_decodes_on_its_own_threads() -> None:
+    raw = sweep_bytes(40_000)
+    stored, flags = encode_frame(raw, CodecSpec("lz4", shuffle=True), 4, SMALL)
+    assert decode_aligned(stored, flags, 4, 1 << 30, threads=3).tobytes() == raw  # pool up
+    ctx = multiprocessing.get_context("fork")
+    queue = ctx.Queue()
+    child = ctx.Process(target=_decode_in_child, args=(bytes(stored), flags, raw, queue))
+    child.start()
+    child.join(30)
+    alive = child.is_alive()
+    if alive:
+        child.kill()
+    assert not alive, "the forked child hung on the parent's helper threads"
+    assert child.exitcode == 0 and queue.get(timeout=5)
+
+
+def test_blocked_codec_ids_do_not_collide() -> None:
+    assert len({CODEC_LZ4, CODEC_ZSTD, CODEC_LZ4_BLOCKS, CODEC_ZSTD_BLOCKS}) == 4
+    assert CODEC_ZSTD_BLOCKS < 16  # four bits of the index flags
