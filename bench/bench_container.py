@@ -451,11 +451,7 @@ def section_window(
                     out.append(stored)
                 else:
                     sid = int(e["stream_id"])
-                    out.append(
-                        decode_frame(
-                            stored, flags, itemsize[sid], MAX_FRAME, threads=reader.threads
-                        )
-                    )
+                    out.append(decode_frame(stored, flags, itemsize[sid], MAX_FRAME))
             return out
 
         def hf(i: object) -> object:
