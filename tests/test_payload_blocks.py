@@ -13,6 +13,7 @@ import multiprocessing
 import struct
 import threading
 import tracemalloc
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -387,3 +388,17 @@ def test_a_forked_child_decodes_on_its_own_threads() -> None:
 def test_blocked_codec_ids_do_not_collide() -> None:
     assert len({CODEC_LZ4, CODEC_ZSTD, CODEC_LZ4_BLOCKS, CODEC_ZSTD_BLOCKS}) == 4
     assert CODEC_ZSTD_BLOCKS < 16  # four bits of the index flags
+
+
+def test_one_reader_shared_by_threads_splits_without_mixing_frames(tmp_path: Path) -> None:
+    path, sweeps = _blocked_file(tmp_path / "b.hf")
+    with HyperframeReader(path, threads=3) as r:
+        ts = [int(t) for t in r.timestamps("lidar")]
+
+        def reads(k: int) -> list[bool]:
+            return [r.read("lidar", ts[(k + j) % 6]).data.tobytes() == sweeps[(k + j) % 6]
+                    for j in range(30)]
+
+        with ThreadPoolExecutor(4) as callers:
+            results = list(callers.map(reads, range(4)))
+    assert all(all(r) for r in results)
