@@ -182,6 +182,7 @@ def _payloads(
                 if problem is not None:
                     problems.add(f"{what}: {problem}")
             done += size
+            problems.result.payload_bytes = done
         if progress is not None:
             progress(done, total)
         i = j

@@ -33,6 +33,9 @@ def test_synth_info_verify(tmp_path: Path) -> None:
         "cam_front": 61, "cam_rear": 60, "lidar_top": 20, "imu": 400}
     r = run("verify", str(out))
     assert r.returncode == 0 and r.stdout.startswith("OK ")
+    stored = sum(s["stored_bytes"] for s in doc["streams"]) / 1e6
+    mb = float(r.stdout.split(" frames, ")[1].split(" MB")[0])
+    assert abs(mb - stored) <= 0.05  # every payload byte checked, and said so
 
 
 def test_synth_is_deterministic(tmp_path: Path) -> None:
