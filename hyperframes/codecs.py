@@ -40,7 +40,7 @@ import zstandard
 from hyperframes import _payload_blocks as blocks
 from hyperframes._crc import BytesLike
 from hyperframes._io import aligned_empty
-from hyperframes._payload_blocks import BLOCK_SIZE, BlockTableError
+from hyperframes._payload_blocks import BLOCK_SIZE, MIN_BLOCK_SIZE, BlockTableError
 from hyperframes._split import run_split
 from hyperframes.layout import CODEC_MASK, CODEC_SHIFT, FrameFlags
 
@@ -52,6 +52,7 @@ __all__ = [
     "CODEC_ZSTD_BLOCKS",
     "CODEC_NAMES",
     "BLOCK_SIZE",
+    "MIN_BLOCK_SIZE",
     "CodecSpec",
     "CodecError",
     "codec_of",

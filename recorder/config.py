@@ -24,7 +24,7 @@ import numpy as np
 
 from hyperframes import _yamlconf as v
 from hyperframes._yamlconf import Section as _Section
-from hyperframes.codecs import CodecSpec
+from hyperframes.codecs import BLOCK_SIZE, MIN_BLOCK_SIZE, CodecSpec
 from hyperframes.streams import (
     KNOWN_ENCODINGS,
     PRECOMPRESSED_ENCODINGS,
@@ -180,6 +180,7 @@ class VehicleConfig:
     grace_ms: float = 500.0
     max_payload_mb: float = 64.0
     recover_on_start: bool = True
+    block_kib: int = BLOCK_SIZE // 1024
     disk: DiskConfig = DiskConfig()
     metrics: MetricsConfig = MetricsConfig()
     zmq: tuple[ZmqSocketConfig, ...] = ()
@@ -441,8 +442,8 @@ def _check_unique(
 
 _TOP_KEYS = (
     "vehicle_id", "output_dir", "window_ms", "segment_seconds", "segment_max_mb",
-    "fsync_interval_s", "grace_ms", "max_payload_mb", "recover_on_start", "disk", "metrics",
-    "zmq", "mqtt", "streams",
+    "fsync_interval_s", "grace_ms", "max_payload_mb", "recover_on_start", "block_kib", "disk",
+    "metrics", "zmq", "mqtt", "streams",
 )  # fmt: skip
 
 
@@ -528,12 +529,22 @@ def _parse(data: object, source: str | None) -> VehicleConfig:
         grace_ms=s.get("grace_ms", v.number(3_600_000, zero_ok=True), 500.0),
         max_payload_mb=s.get("max_payload_mb", v.number(4095), 64.0),
         recover_on_start=s.get("recover_on_start", v.boolean, True),
+        block_kib=s.get("block_kib", _block_kib, BLOCK_SIZE // 1024),
         disk=_disk(s.data["disk"]) if s.has("disk") else DiskConfig(),
         metrics=_metrics(s.data["metrics"]) if s.has("metrics") else MetricsConfig(),
         zmq=zmq,
         mqtt=mqtt,
         source=source,
     )
+
+
+def _block_kib(key: str, value: object) -> int:
+    """0 (frames stored whole) or a block size in KiB that the writer accepts."""
+    lo, hi = MIN_BLOCK_SIZE // 1024, ((1 << 32) - 1) // 1024
+    kib = v.int_in(0, hi)(key, value)
+    if 0 < kib < lo:
+        raise ConfigError(key, f"must be 0 (never split frames) or {lo}..{hi}, got {kib}")
+    return kib
 
 
 def load_config(path: str | Path) -> VehicleConfig:

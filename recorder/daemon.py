@@ -195,6 +195,7 @@ class SegmentSink:
             codecs=self._codecs,
             fsync_interval_s=self.config.fsync_interval_s,
             threads=self._threads,
+            block_size=self.config.block_kib * 1024,
         )
         self.seq += 1
         self._first_start = start_ns

@@ -114,6 +114,8 @@ def test_defaults() -> None:
     assert c.streams[0].info.timestamp_source is TimestampSource.HARDWARE
     assert c.zmq[0].rcvhwm == 10000
     assert c.disk.min_free_mb == 1024 and not c.metrics.enabled
+    assert c.block_kib == 256
+    assert parse_config(cfg(block_kib=0)).block_kib == 0  # frames stored whole
 
 
 def test_codec_choices() -> None:
@@ -178,6 +180,9 @@ def test_password_file_read_lazily(tmp_path: Path) -> None:
             "recover_on_star: unknown key; did you mean 'recover_on_start'?",
         ),
         (cfg(recover_on_start="yes"), "recover_on_start: must be true or false, got a string"),
+        (cfg(block_kib=2), "block_kib: must be 0 (never split frames) or 4..4194303, got 2"),
+        (cfg(block_kib=-1), "block_kib: must be 0..4194303, got -1"),
+        (cfg(block_kib=64.5), "block_kib: must be an integer 0..4194303, got float 64.5"),
         (stream(1, codex="lz4"), "streams[1].codex: unknown key; did you mean 'codec'?"),
         (cfg(disk={"min_free": 5}), "disk.min_free: unknown key; did you mean 'min_free_mb'?"),
         (

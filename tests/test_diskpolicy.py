@@ -169,3 +169,31 @@ def test_stop_policy_without_a_small_fs(tmp_path: Path) -> None:
     assert not stats.recording
     assert stats.streams[0].drops[DropReason.DISK_FULL] == sent
     assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize(("block_kib", "codec"), [(256, 3), (0, 1)])
+def test_block_kib_reaches_the_segment_writer(tmp_path: Path, block_kib: int, codec: int) -> None:
+    from hyperframes.codecs import codec_of
+    from hyperframes.reader import HyperframeReader
+
+    cfg = parse_config({
+        "vehicle_id": "car", "output_dir": str(tmp_path), "block_kib": block_kib,
+        "zmq": {"endpoint": "tcp://127.0.0.1:1"},
+        "streams": [{"id": 0, "name": "raw", "kind": "other", "encoding": "bytes",
+                     "topic": "raw", "codec": "lz4"}],
+    })  # fmt: skip
+    stats = RecorderStats()
+    stats.add_stream(0, "raw")
+    sink = SegmentSink(cfg, stats, disk_check_s=0)
+    engine: WindowEngine[IngestFrame] = WindowEngine([0], window_ns=100_000_000, grace_ns=0)
+    payload = memoryview(bytes(range(256)) * 4096)  # 1 MiB, compressible
+    for i in range(3):
+        for w in engine.push(IngestFrame(0, T0 + i * 100_000_000 + 1, payload, 2, i, T0), i):
+            sink.write(w)
+    for w in engine.flush():
+        sink.write(w)
+    sink.close()
+    (path,) = list_segments(tmp_path, "car")
+    with HyperframeReader(path) as r:
+        assert {codec_of(int(f)) for f in r.index["flags"]} == {codec}
+        assert all(f.data.tobytes() == payload.tobytes() for f in r.frames("raw"))
