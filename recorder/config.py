@@ -181,6 +181,7 @@ class VehicleConfig:
     max_payload_mb: float = 64.0
     recover_on_start: bool = True
     block_kib: int = BLOCK_SIZE // 1024
+    clock_max_jump_s: float = 10.0
     disk: DiskConfig = DiskConfig()
     metrics: MetricsConfig = MetricsConfig()
     zmq: tuple[ZmqSocketConfig, ...] = ()
@@ -191,6 +192,11 @@ class VehicleConfig:
     def window_ns(self) -> int:
         """Window length in ns."""
         return round(self.window_ms * 1_000_000)
+
+    @property
+    def clock_max_jump_ns(self) -> int:
+        """How far a frame's clock offset may stray from the sensors' consensus, in ns."""
+        return round(self.clock_max_jump_s * 1e9)
 
     @property
     def grace_ns(self) -> int:
@@ -442,8 +448,8 @@ def _check_unique(
 
 _TOP_KEYS = (
     "vehicle_id", "output_dir", "window_ms", "segment_seconds", "segment_max_mb",
-    "fsync_interval_s", "grace_ms", "max_payload_mb", "recover_on_start", "block_kib", "disk",
-    "metrics", "zmq", "mqtt", "streams",
+    "fsync_interval_s", "grace_ms", "max_payload_mb", "recover_on_start", "block_kib",
+    "clock_max_jump_s", "disk", "metrics", "zmq", "mqtt", "streams",
 )  # fmt: skip
 
 
@@ -530,6 +536,7 @@ def _parse(data: object, source: str | None) -> VehicleConfig:
         max_payload_mb=s.get("max_payload_mb", v.number(4095), 64.0),
         recover_on_start=s.get("recover_on_start", v.boolean, True),
         block_kib=s.get("block_kib", _block_kib, BLOCK_SIZE // 1024),
+        clock_max_jump_s=s.get("clock_max_jump_s", v.number(86_400, lo=0.001, zero_ok=True), 10.0),
         disk=_disk(s.data["disk"]) if s.has("disk") else DiskConfig(),
         metrics=_metrics(s.data["metrics"]) if s.has("metrics") else MetricsConfig(),
         zmq=zmq,

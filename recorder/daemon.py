@@ -316,7 +316,10 @@ class Recorder:
         self._ready_timeout_s = ready_timeout_s
         self._shutdown_timeout_s = shutdown_timeout_s
         self.engine: WindowEngine[IngestFrame] = WindowEngine(
-            [s.id for s in config.streams], window_ns=config.window_ns, grace_ns=config.grace_ns
+            [s.id for s in config.streams],
+            window_ns=config.window_ns,
+            grace_ns=config.grace_ns,
+            max_jump_ns=config.clock_max_jump_ns,
         )
         self.zmq_sources: list[ZmqSource] = []
         self.mqtt: MqttSource | None = None

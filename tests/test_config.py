@@ -115,6 +115,8 @@ def test_defaults() -> None:
     assert c.zmq[0].rcvhwm == 10000
     assert c.disk.min_free_mb == 1024 and not c.metrics.enabled
     assert c.block_kib == 256
+    assert c.clock_max_jump_ns == 10_000_000_000
+    assert parse_config(cfg(clock_max_jump_s=2.5)).clock_max_jump_ns == 2_500_000_000
     assert parse_config(cfg(block_kib=0)).block_kib == 0  # frames stored whole
 
 
@@ -180,6 +182,7 @@ def test_password_file_read_lazily(tmp_path: Path) -> None:
             "recover_on_star: unknown key; did you mean 'recover_on_start'?",
         ),
         (cfg(recover_on_start="yes"), "recover_on_start: must be true or false, got a string"),
+        (cfg(clock_max_jump_s=0), "clock_max_jump_s: must be >= 0.001 and <= 86400, got 0"),
         (cfg(block_kib=2), "block_kib: must be 0 (never split frames) or 4..4194303, got 2"),
         (cfg(block_kib=-1), "block_kib: must be 0..4194303, got -1"),
         (cfg(block_kib=64.5), "block_kib: must be an integer 0..4194303, got float 64.5"),

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 from test_daemon import config_dict, daemon, payload_for, recorded, traffic, wait_for  # noqa: F401
 
 from hyperframes import FrameFlags, StreamInfo
@@ -107,6 +108,22 @@ def test_a_stale_first_frame_does_not_quarantine_the_fresh_run(tmp_path: Path) -
     assert not any(f & (FrameFlags.LATE | FrameFlags.QUARANTINED) for f in index.values())
     assert 28 <= rec.stats.windows_closed <= 33  # 1.5 s of 50 ms windows, not a handful
     assert rec.stats.dropped == 0
+
+
+@pytest.mark.parametrize("max_jump_s", [10.0, 1.0])
+def test_clock_max_jump_s_decides_late_or_quarantined(tmp_path: Path, max_jump_s: float) -> None:
+    """A frame stamped 3 s in the past mid-run: late at the default 10 s, quarantined at 1 s."""
+    now = time.time_ns()
+    fresh = _realtime(now, 1.5)
+    old = (1.0, "imu", now + 1 * S - 3 * S + 7, 10_000)
+    _record(_cfg(tmp_path / "out", clock_max_jump_s=max_jump_s), sorted([*fresh, old]))
+    index, quarantine = _entries(tmp_path / "out")
+    key = ("imu", now + 1 * S - 3 * S + 7)
+    if max_jump_s == 10.0:
+        assert key in index and index[key] & FrameFlags.LATE and not quarantine
+    else:
+        assert key in quarantine and key not in index
+    assert {(t, ts) for _, t, ts, _ in fresh} <= set(index)
 
 
 def test_a_late_frame_and_a_resend_are_not_counted_as_drops(tmp_path: Path) -> None:
