@@ -117,13 +117,30 @@ def section_encoder(jpegs: list[bytes], settings: EncoderSettings, repeats: int)
 
     e2e = median_of(end_to_end, max(1, repeats // 2))
     return [
-        row("1", f"x265 encoder vs bare PyAV libx265, GOP {settings.max_gop}",
-            f"{o:.1f} fps", f"{b:.1f} fps", f"{b / o:.3f}x time", "<= 1.10x"),
-        row("1", "  JPEG decode + BT.709 4:2:0 conversion per frame",
-            f"{statistics.median(conv):.1f} ms", f"{statistics.median(jdec):.1f} ms",
-            f"{statistics.median(conv) / statistics.median(jdec):.2f}x", "info"),
-        row("1", "  encode_pictures from JPEG (conversion on a thread)",
-            f"{e2e:.1f} fps", f"{o:.1f} fps", f"{o / e2e:.3f}x time", "info"),
+        row(
+            "1",
+            f"x265 encoder vs bare PyAV libx265, GOP {settings.max_gop}",
+            f"{o:.1f} fps",
+            f"{b:.1f} fps",
+            f"{b / o:.3f}x time",
+            "<= 1.10x",
+        ),
+        row(
+            "1",
+            "  JPEG decode + BT.709 4:2:0 conversion per frame",
+            f"{statistics.median(conv):.1f} ms",
+            f"{statistics.median(jdec):.1f} ms",
+            f"{statistics.median(conv) / statistics.median(jdec):.2f}x",
+            "info",
+        ),
+        row(
+            "1",
+            "  encode_pictures from JPEG (conversion on a thread)",
+            f"{e2e:.1f} fps",
+            f"{o:.1f} fps",
+            f"{o / e2e:.3f}x time",
+            "info",
+        ),
     ]
 
 
@@ -156,9 +173,7 @@ def section_gop(
         with HyperframeReader(path) as r:
             for name in decoders:
                 vs = VideoStream(r, "cam", decoder=name, output="yuv420p")
-                quality = statistics.mean(
-                    psnr(f.image.y, source[f.index].y) for f in vs.frames()
-                )
+                quality = statistics.mean(psnr(f.image.y, source[f.index].y) for f in vs.frames())
                 positions = [rng.randrange(len(vs)) for _ in range(queries)]
                 lat = []
                 for i in positions:
@@ -169,18 +184,36 @@ def section_gop(
                 n = sum(1 for _ in vs.frames())
                 stream_fps = n / (time.perf_counter() - t0)
                 vs.close()
-                rows.append(row(
-                    "2", f"GOP {gop:>2} {name}: size vs JPEG, PSNR-Y {quality:.1f} dB",
-                    f"{size / 1e6:.2f} MB", f"{jpeg_bytes / 1e6:.2f} MB",
-                    f"{jpeg_bytes / size:.1f}:1", "info"))
-                rows.append(row(
-                    "2", f"GOP {gop:>2} {name}: random frame_at vs one JPEG decode",
-                    f"{statistics.median(lat):.1f} ms", f"{jpeg_ms:.1f} ms",
-                    f"{statistics.median(lat) / jpeg_ms:.1f}x", "info"))
-                rows.append(row(
-                    "2", f"GOP {gop:>2} {name}: streaming frames() vs JPEG decode",
-                    f"{stream_fps:.0f} fps", f"{1e3 / jpeg_ms:.0f} fps",
-                    f"{stream_fps * jpeg_ms / 1e3:.2f}x", "info"))
+                rows.append(
+                    row(
+                        "2",
+                        f"GOP {gop:>2} {name}: size vs JPEG, PSNR-Y {quality:.1f} dB",
+                        f"{size / 1e6:.2f} MB",
+                        f"{jpeg_bytes / 1e6:.2f} MB",
+                        f"{jpeg_bytes / size:.1f}:1",
+                        "info",
+                    )
+                )
+                rows.append(
+                    row(
+                        "2",
+                        f"GOP {gop:>2} {name}: random frame_at vs one JPEG decode",
+                        f"{statistics.median(lat):.1f} ms",
+                        f"{jpeg_ms:.1f} ms",
+                        f"{statistics.median(lat) / jpeg_ms:.1f}x",
+                        "info",
+                    )
+                )
+                rows.append(
+                    row(
+                        "2",
+                        f"GOP {gop:>2} {name}: streaming frames() vs JPEG decode",
+                        f"{stream_fps:.0f} fps",
+                        f"{1e3 / jpeg_ms:.0f} fps",
+                        f"{stream_fps * jpeg_ms / 1e3:.2f}x",
+                        "info",
+                    )
+                )
     return rows
 
 
@@ -204,14 +237,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--skip-encoder", action="store_true", help="only section 2")
     args = ap.parse_args(argv)
 
-    print(f"# bench_video: {args.width}x{args.height}, {args.frames} frames, preset "
-          f"{args.preset}, quality {args.quality}; PyAV {av.__version__}; NVIDIA: "
-          f"{probe().summary()}", flush=True)
+    print(
+        f"# bench_video: {args.width}x{args.height}, {args.frames} frames, preset "
+        f"{args.preset}, quality {args.quality}; PyAV {av.__version__}; NVIDIA: "
+        f"{probe().summary()}",
+        flush=True,
+    )
     scene = moving_scene(args.width, args.height, args.frames, args.seed)
     jpegs = [simplejpeg.encode_jpeg(f, quality=90, colorsubsampling="420") for f in scene]
     del scene
-    base = EncoderSettings(args.width, args.height, max_gop=args.overhead_gop,
-                           quality=args.quality, preset=args.preset)
+    base = EncoderSettings(
+        args.width, args.height, max_gop=args.overhead_gop, quality=args.quality, preset=args.preset
+    )
     print("| # | measurement | hyperframes | baseline | ratio | target |")
     print("|---|---|---:|---:|---:|---:|")
     if not args.skip_encoder:

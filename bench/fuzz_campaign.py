@@ -98,8 +98,9 @@ def _streams() -> list[StreamInfo]:
     return [
         StreamInfo(0, "cam", SensorKind.CAMERA, "jpeg", rate_hz=30.0),
         StreamInfo(1, "lidar", SensorKind.LIDAR, "xyzi-f32", rate_hz=10.0),
-        StreamInfo(2, "imu", SensorKind.IMU, "imu-f64", rate_hz=200.0, codec="zstd", level=1,
-                   shuffle=True),
+        StreamInfo(
+            2, "imu", SensorKind.IMU, "imu-f64", rate_hz=200.0, codec="zstd", level=1, shuffle=True
+        ),
         StreamInfo(3, "can", SensorKind.CAN, "bytes", codec="lz4hc", level=9),
     ]
 
@@ -126,10 +127,23 @@ def _frames(seconds: float, lidar_points: int = 200) -> list[tuple[int, int, byt
     return out
 
 
-def _write_small(path: Path, seconds: float, finalize: bool, codecs: dict[int, CodecSpec],
-                 block_size: int = 0, lidar_points: int = 200) -> None:
-    w = HyperframeWriter(path, _streams(), WINDOW_NS, FileMetadata("fz", "fz", 1, T0),
-                         threads=1, codecs=codecs, block_size=block_size)
+def _write_small(
+    path: Path,
+    seconds: float,
+    finalize: bool,
+    codecs: dict[int, CodecSpec],
+    block_size: int = 0,
+    lidar_points: int = 200,
+) -> None:
+    w = HyperframeWriter(
+        path,
+        _streams(),
+        WINDOW_NS,
+        FileMetadata("fz", "fz", 1, T0),
+        threads=1,
+        codecs=codecs,
+        block_size=block_size,
+    )
     for sid, t, p in _frames(seconds, lidar_points):
         w.append(sid, t, p, receive_ns=t + 1000)
     if finalize:
@@ -148,13 +162,16 @@ def _write_placement(path: Path, finalize: bool) -> None:
 
     w = HyperframeWriter(path, _streams(), WINDOW_NS, FileMetadata(created_ns=T0), threads=1)
     w.write_window(k + 10, [WriteFrame(2, ts(k + 10), imu, hw, 0)])
-    w.write_window(k + 11, [
-        WriteFrame(2, ts(k + 11), imu, hw, 2),
-        WriteFrame(2, ts(k + 4), imu, hw | FrameFlags.LATE, 1),
-        WriteFrame(2, 1_000, imu, hw | FrameFlags.QUARANTINED, 3),
-        WriteFrame(2, T0 + 36_000 * 10**9, imu, hw | FrameFlags.QUARANTINED, 4),
-        WriteFrame(1, ts(k + 11), np.ones((64, 4), "<f4").tobytes(), hw, 0),
-    ])
+    w.write_window(
+        k + 11,
+        [
+            WriteFrame(2, ts(k + 11), imu, hw, 2),
+            WriteFrame(2, ts(k + 4), imu, hw | FrameFlags.LATE, 1),
+            WriteFrame(2, 1_000, imu, hw | FrameFlags.QUARANTINED, 3),
+            WriteFrame(2, T0 + 36_000 * 10**9, imu, hw | FrameFlags.QUARANTINED, 4),
+            WriteFrame(1, ts(k + 11), np.ones((64, 4), "<f4").tobytes(), hw, 0),
+        ],
+    )
     w.write_window(k + 12, [WriteFrame(2, ts(k + 12), imu, hw, 5)])
     if finalize:
         w.finalize()
@@ -164,8 +181,7 @@ def _write_placement(path: Path, finalize: bool) -> None:
 
 def _write_wide(path: Path) -> None:
     """3,000 streams, 1,000 windows of one frame each, then a minimal stream table."""
-    streams = [StreamInfo(i, f"s{i}", SensorKind.OTHER, "bytes", codec="none")
-               for i in range(3000)]
+    streams = [StreamInfo(i, f"s{i}", SensorKind.OTHER, "bytes", codec="none") for i in range(3000)]
     with HyperframeWriter(path, streams, WINDOW_NS, FileMetadata(created_ns=T0), threads=1) as w:
         for k in range(1000):
             w.append(k % 3000, T0 + 1 + k * WINDOW_NS, b"x")
@@ -221,9 +237,18 @@ def build_corpus(d: Path) -> dict[str, float]:
     _killed_tmp(d / "killed.hf")
     _write_wide(d / "wide.hf")
     return {
-        "small.hf": 24, "small.hf.tmp": 14, "small-cut.hf.tmp": 5, "zstd.hf": 16,
-        "placement.hf": 9, "placement.hf.tmp": 6, "golden.hf": 9, "golden.hf.tmp": 6,
-        "killed.hf.tmp": 6, "wide.hf": 0.25, "blocks.hf": 12, "blocks-zstd.hf": 8,
+        "small.hf": 24,
+        "small.hf.tmp": 14,
+        "small-cut.hf.tmp": 5,
+        "zstd.hf": 16,
+        "placement.hf": 9,
+        "placement.hf.tmp": 6,
+        "golden.hf": 9,
+        "golden.hf.tmp": 6,
+        "killed.hf.tmp": 6,
+        "wide.hf": 0.25,
+        "blocks.hf": 12,
+        "blocks-zstd.hf": 8,
         "blocks.hf.tmp": 6,
     }
 
@@ -231,9 +256,27 @@ def build_corpus(d: Path) -> dict[str, float]:
 # --- parsing a pristine base --------------------------------------------------
 
 _HEADER_FIELDS = [  # (offset, struct format)
-    (4, "<H"), (6, "<H"), (8, "<I"), (12, "<Q"), (20, "<Q"), (28, "<I"), (32, "<I"),
-    (36, "<Q"), (44, "<Q"), (52, "<Q"), (60, "<Q"), (68, "<Q"), (76, "<Q"), (84, "<Q"),
-    (92, "<Q"), (100, "<Q"), (108, "<Q"), (116, "<I"), (136, "<Q"), (144, "<Q"), (152, "<I"),
+    (4, "<H"),
+    (6, "<H"),
+    (8, "<I"),
+    (12, "<Q"),
+    (20, "<Q"),
+    (28, "<I"),
+    (32, "<I"),
+    (36, "<Q"),
+    (44, "<Q"),
+    (52, "<Q"),
+    (60, "<Q"),
+    (68, "<Q"),
+    (76, "<Q"),
+    (84, "<Q"),
+    (92, "<Q"),
+    (100, "<Q"),
+    (108, "<Q"),
+    (116, "<I"),
+    (136, "<Q"),
+    (144, "<Q"),
+    (152, "<I"),
 ]
 _ENTRY_FIELDS = [(0, "<H"), (2, "<H"), (4, "<I"), (8, "<Q"), (16, "<Q"), (24, "<I"), (28, "<I")]
 _AUX_FIELDS = [(0, "<Q"), (8, "<I"), (12, "<I")]
@@ -292,8 +335,11 @@ def reseal(raw: bytearray, base: Base) -> None:
     h = Header.decode(bytes(raw[:HEADER_SIZE]))[0]
     regions = [(h.meta_offset, h.meta_size, 124)]
     if h.finalized:
-        regions += [(h.index_offset, h.index_size, 120), (h.windows_offset, h.windows_size, 128),
-                    (h.aux_offset, h.aux_size, 132)]
+        regions += [
+            (h.index_offset, h.index_size, 120),
+            (h.windows_offset, h.windows_size, 128),
+            (h.aux_offset, h.aux_size, 132),
+        ]
         if h.quarantine_size:
             regions.append((h.quarantine_offset, h.quarantine_size, 156))
     for off, size, at in regions:
@@ -340,9 +386,28 @@ def _interesting(rng: random.Random, fmt: str, v: int, n: int) -> int:
     bits = struct.calcsize(fmt) * 8
     signed = fmt[-1].islower() and fmt[-1] != "x"
     lo, hi = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if signed else (0, (1 << bits) - 1)
-    pool = [0, 1, v + 1, v - 1, v + 64, v - 64, v * 2, v // 2, hi, lo, hi - 63, n, n - 64, n + 64,
-            1 << (bits - 1), (1 << (bits - 1)) - 64, v + 32, v ^ (1 << rng.randrange(bits)),
-            rng.randint(lo, hi), rng.randint(0, max(0, n))]
+    pool = [
+        0,
+        1,
+        v + 1,
+        v - 1,
+        v + 64,
+        v - 64,
+        v * 2,
+        v // 2,
+        hi,
+        lo,
+        hi - 63,
+        n,
+        n - 64,
+        n + 64,
+        1 << (bits - 1),
+        (1 << (bits - 1)) - 64,
+        v + 32,
+        v ^ (1 << rng.randrange(bits)),
+        rng.randint(lo, hi),
+        rng.randint(0, max(0, n)),
+    ]
     val = rng.choice(pool)
     if signed:
         return max(lo, min(hi, val))
@@ -389,8 +454,13 @@ def m_flip_region(rng: random.Random, b: Base) -> Mutation:
 
 
 def m_truncate(rng: random.Random, b: Base) -> Mutation:
-    cuts = [rng.randrange(len(b.raw)), *b.blocks, *(p + 64 for p in b.blocks),
-            *(o + s for o, s, _ in b.payloads), b.header.index_offset]
+    cuts = [
+        rng.randrange(len(b.raw)),
+        *b.blocks,
+        *(p + 64 for p in b.blocks),
+        *(o + s for o, s, _ in b.payloads),
+        b.header.index_offset,
+    ]
     cut = max(0, min(len(b.raw) - 1, rng.choice(cuts) + rng.choice([0, 0, -1, 1, 7])))
     return bytearray(b.raw[:cut]), False, "truncate"
 
@@ -507,9 +577,25 @@ def m_codec(rng: random.Random, b: Base) -> Mutation | None:
     kind = rng.choice(["prefix", "bytes", "flags", "table"])
     if kind in ("prefix", "table") and size >= 4:  # LZ4 size prefix, or a block-table u32
         at = 0 if kind == "prefix" else 4 * rng.randrange(min(8, size // 4))
-        struct.pack_into("<I", raw, off + at, rng.choice([0, 1, 4095, 4096, size, 2**31,
-                                                          2**32 - 1, size * 255, size * 300,
-                                                          rng.randrange(2**32)]))
+        struct.pack_into(
+            "<I",
+            raw,
+            off + at,
+            rng.choice(
+                [
+                    0,
+                    1,
+                    4095,
+                    4096,
+                    size,
+                    2**31,
+                    2**32 - 1,
+                    size * 255,
+                    size * 300,
+                    rng.randrange(2**32),
+                ]
+            ),
+        )
     elif kind == "bytes" and size:
         for _ in range(rng.choice([1, 2, 3])):
             raw[off + rng.randrange(min(size, 16))] = rng.randrange(256)
@@ -529,11 +615,20 @@ def m_table_row(rng: random.Random, b: Base) -> Mutation | None:
     h = b.header
     if not h.finalized:
         return None
-    tables = [("aux", h.aux_offset, h.frame_count, 16, _AUX_FIELDS),
-              ("window", h.windows_offset, h.window_count, 32, _WINDOW_FIELDS)]
+    tables = [
+        ("aux", h.aux_offset, h.frame_count, 16, _AUX_FIELDS),
+        ("window", h.windows_offset, h.window_count, 32, _WINDOW_FIELDS),
+    ]
     if h.quarantine_count:
-        tables.append(("quarantine", h.quarantine_offset, h.quarantine_count, 48,
-                       _ENTRY_FIELDS + [(32 + o, f) for o, f in _AUX_FIELDS]))
+        tables.append(
+            (
+                "quarantine",
+                h.quarantine_offset,
+                h.quarantine_count,
+                48,
+                _ENTRY_FIELDS + [(32 + o, f) for o, f in _AUX_FIELDS],
+            )
+        )
     name, off, count, width, fields = rng.choice(tables)
     if not count:
         return None
@@ -551,9 +646,24 @@ def m_block(rng: random.Random, b: Base) -> Mutation | None:
     if rng.random() < 0.6:
         fo, fmt = rng.choice(_BLOCK_FIELDS)
         if fo == 8 and rng.random() < 0.5:
-            struct.pack_into("<q", raw, pos + 8, rng.choice(
-                [-(2**63), -1, 0, 2**62, 2**63 - 1, (2**64 // WINDOW_NS), 184467440737,
-                 184467440736, 10**11 * 2]))
+            struct.pack_into(
+                "<q",
+                raw,
+                pos + 8,
+                rng.choice(
+                    [
+                        -(2**63),
+                        -1,
+                        0,
+                        2**62,
+                        2**63 - 1,
+                        (2**64 // WINDOW_NS),
+                        184467440737,
+                        184467440736,
+                        10**11 * 2,
+                    ]
+                ),
+            )
         else:
             _set_field(raw, pos + fo, fmt, rng)
         label = f"block@{fo}"
@@ -574,10 +684,52 @@ def m_block(rng: random.Random, b: Base) -> Mutation | None:
     return raw, True, label
 
 
-_DTYPES = ["S", "V", "(0,)f4", "O", ">f8", "<f4", "u1", "f16", "S0", "(2,)f4", "M8[ns]", "c16",
-           "i4,f4", "i4,O", "U0", "a", "(1,", "x" * 300, 7, None, ["<f4"], "<f2", "(3,)u1"]
-_SHAPES = [[], [0], [-1, -1], [2**40], [-5], ["a"], [1.5], [True], [[2]], [-1, 0], [6], [-1, 4],
-           [2**31, 2**31], [1] * 80, {"a": 1}, "6", None, [-1, 2**62], [3, -1]]
+_DTYPES = [
+    "S",
+    "V",
+    "(0,)f4",
+    "O",
+    ">f8",
+    "<f4",
+    "u1",
+    "f16",
+    "S0",
+    "(2,)f4",
+    "M8[ns]",
+    "c16",
+    "i4,f4",
+    "i4,O",
+    "U0",
+    "a",
+    "(1,",
+    "x" * 300,
+    7,
+    None,
+    ["<f4"],
+    "<f2",
+    "(3,)u1",
+]
+_SHAPES = [
+    [],
+    [0],
+    [-1, -1],
+    [2**40],
+    [-5],
+    ["a"],
+    [1.5],
+    [True],
+    [[2]],
+    [-1, 0],
+    [6],
+    [-1, 4],
+    [2**31, 2**31],
+    [1] * 80,
+    {"a": 1},
+    "6",
+    None,
+    [-1, 2**62],
+    [3, -1],
+]
 _NUMBERS = [0, -1, 1.5, "100", True, None, 2**64, 2**63, -(2**63), 1e300, 10**30, [1], {"x": 1}]
 
 
@@ -594,8 +746,9 @@ def m_meta(rng: random.Random, b: Base) -> Mutation | None:
     doc = json.loads(b.raw[h.meta_offset : h.meta_offset + h.meta_size])
     streams = doc.get("streams") or []
     s = rng.choice(streams) if streams else {}
-    kind = rng.choice(["dtype", "shape", "number", "type", "nesting", "text", "dup", "unknown",
-                       "missing", "drop"])
+    kind = rng.choice(
+        ["dtype", "shape", "number", "type", "nesting", "text", "dup", "unknown", "missing", "drop"]
+    )
     text_sub: tuple[str, str] | None = None
     if kind == "dtype":
         s["dtype"] = rng.choice(_DTYPES)
@@ -604,8 +757,16 @@ def m_meta(rng: random.Random, b: Base) -> Mutation | None:
     elif kind == "shape":
         s["shape"] = rng.choice(_SHAPES)
     elif kind == "number":
-        key = rng.choice(["window_ns", "stream.id", "stream.rate_hz", "stream.level",
-                          "file.segment_seq", "file.created_ns"])
+        key = rng.choice(
+            [
+                "window_ns",
+                "stream.id",
+                "stream.rate_hz",
+                "stream.level",
+                "file.segment_seq",
+                "file.created_ns",
+            ]
+        )
         val = rng.choice(_NUMBERS)
         if key == "window_ns":
             doc["window_ns"] = val
@@ -614,8 +775,9 @@ def m_meta(rng: random.Random, b: Base) -> Mutation | None:
         else:
             doc.setdefault("file", {})[key[5:]] = val
     elif kind == "type":
-        key = rng.choice(["codec", "name", "kind", "encoding", "extra", "timestamp_source",
-                          "shuffle", "level"])
+        key = rng.choice(
+            ["codec", "name", "kind", "encoding", "extra", "timestamp_source", "shuffle", "level"]
+        )
         s[key] = rng.choice([["x"], {"a": 1}, 5, None, "", "zstd" * 40, True, 1.5])
         if rng.random() < 0.3:
             doc[rng.choice(["streams", "file", "missing"])] = rng.choice([5, "x", [1], None])
@@ -625,8 +787,20 @@ def m_meta(rng: random.Random, b: Base) -> Mutation | None:
         text_sub = ('"@@DEEP@@"', "[" * depth + "]" * depth)
     elif kind == "text":
         key = rng.choice(["window_ns", "rate_hz", "id", "created_ns", "level"])
-        token = rng.choice(["1e400", "-1e400", "Infinity", "-Infinity", "NaN", "9" * 4000,
-                            "9" * 25, "-0", "1E5", "0.0000001"])
+        token = rng.choice(
+            [
+                "1e400",
+                "-1e400",
+                "Infinity",
+                "-Infinity",
+                "NaN",
+                "9" * 4000,
+                "9" * 25,
+                "-0",
+                "1E5",
+                "0.0000001",
+            ]
+        )
         target = doc if key == "window_ns" else doc.get("file", {}) if key == "created_ns" else s
         target[key] = "@@NUM@@"
         text_sub = ('"@@NUM@@"', token)
@@ -642,8 +816,18 @@ def m_meta(rng: random.Random, b: Base) -> Mutation | None:
         doc["future"] = 1
         s["kind"] = rng.choice(["camera", "thermal", "other"])
     elif kind == "missing":
-        doc["missing"] = rng.choice([{"1": [0]}, {"x": [0]}, {"1": "a"}, {"1": [70000]},
-                                     {"9" * 30: [0]}, [1], {"1": [[0]]}, {"1": [0.5]}])
+        doc["missing"] = rng.choice(
+            [
+                {"1": [0]},
+                {"x": [0]},
+                {"1": "a"},
+                {"1": [70000]},
+                {"9" * 30: [0]},
+                [1],
+                {"1": [[0]]},
+                {"1": [0.5]},
+            ]
+        )
     else:
         key = rng.choice(["streams", "window_ns", "format", "file"])
         doc.pop(key, None)
@@ -683,9 +867,21 @@ def m_payload(rng: random.Random, b: Base) -> Mutation | None:
 
 
 MUTATORS: list[tuple[Callable[[random.Random, Base], Mutation | None], float]] = [
-    (m_flip, 10), (m_flip_region, 10), (m_truncate, 6), (m_extend, 2), (m_zero, 3),
-    (m_header, 12), (m_entry, 12), (m_alias, 5), (m_bomb, 4), (m_codec, 8), (m_table_row, 6),
-    (m_block, 10), (m_meta, 14), (m_tmp_meta_flip, 3), (m_payload, 4),
+    (m_flip, 10),
+    (m_flip_region, 10),
+    (m_truncate, 6),
+    (m_extend, 2),
+    (m_zero, 3),
+    (m_header, 12),
+    (m_entry, 12),
+    (m_alias, 5),
+    (m_bomb, 4),
+    (m_codec, 8),
+    (m_table_row, 6),
+    (m_block, 10),
+    (m_meta, 14),
+    (m_tmp_meta_flip, 3),
+    (m_payload, 4),
 ]
 
 
@@ -733,8 +929,9 @@ def _where(exc: BaseException) -> str:
     return f"{type(exc).__name__} at {loc}: {str(exc)[:160]}"
 
 
-def probe(path: Path, out_dir: Path, base: Base | None, resealed: bool,
-          verbose: bool = False) -> dict[str, Any]:
+def probe(
+    path: Path, out_dir: Path, base: Base | None, resealed: bool, verbose: bool = False
+) -> dict[str, Any]:
     import hyperframes.cli
     from hyperframes.cli import main as cli_main
     from hyperframes.reader import HyperframeReader
@@ -771,8 +968,12 @@ def probe(path: Path, out_dir: Path, base: Base | None, resealed: bool,
         untyped("verify", exc)
     if verify_ok and not read_ok and not any(c != "typed" for c, _ in events):
         events.append(("verify-ok-read-fails", "verify accepted, the reader refused"))
-    if base is not None and not resealed and read_ok and base.finalized and (
-        content != base.content or sig != base.streams_sig
+    if (
+        base is not None
+        and not resealed
+        and read_ok
+        and base.finalized
+        and (content != base.content or sig != base.streams_sig)
     ):
         events.append(("silent-corruption", "finalized file read back different"))
     for argv in (["info", str(path)], ["info", "--json", str(path)], ["verify", str(path)]):
@@ -800,9 +1001,13 @@ def probe(path: Path, out_dir: Path, base: Base | None, resealed: bool,
             else:
                 with HyperframeReader(out) as r:
                     rc, rsig = _content(r)
-                if base is not None and not resealed and (
-                    any(base.content.get(k) != v for k, v in rc.items())
-                    or rsig != base.streams_sig
+                if (
+                    base is not None
+                    and not resealed
+                    and (
+                        any(base.content.get(k) != v for k, v in rc.items())
+                        or rsig != base.streams_sig
+                    )
                 ):
                     events.append(("silent-corruption", f"recovered {report.frames} frames differ"))
         except HyperframesError as exc:
@@ -825,8 +1030,9 @@ def _vm_kb(key: str) -> int:
     return 0
 
 
-def run_forked(path: Path, out_dir: Path, base: Base, resealed: bool, timeout: float,
-               as_limit_mb: int) -> dict[str, Any]:
+def run_forked(
+    path: Path, out_dir: Path, base: Base, resealed: bool, timeout: float, as_limit_mb: int
+) -> dict[str, Any]:
     """Probe in a forked child: address-space limit, wall-clock limit, CPU and RSS measured."""
     rfd, wfd = os.pipe()
     pid = os.fork()
@@ -840,8 +1046,9 @@ def run_forked(path: Path, out_dir: Path, base: Base, resealed: bool, timeout: f
             result["start_rss_kb"] = start_rss
             data = json.dumps(result).encode()
         except BaseException as exc:  # the harness itself must report
-            data = json.dumps({"events": [("untyped", f"harness: {_where(exc)}")],
-                               "start_rss_kb": 0}).encode()
+            data = json.dumps(
+                {"events": [("untyped", f"harness: {_where(exc)}")], "start_rss_kb": 0}
+            ).encode()
         with contextlib.suppress(OSError):
             os.write(wfd, data)
         os._exit(0)
@@ -868,8 +1075,11 @@ def run_forked(path: Path, out_dir: Path, base: Base, resealed: bool, timeout: f
         result = json.loads(b"".join(chunks))
     except ValueError:
         sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else 0
-        return {"class": "big-alloc" if sig == signal.SIGKILL else "untyped",
-                "detail": f"child died (status {status})", "cpu": cpu}
+        return {
+            "class": "big-alloc" if sig == signal.SIGKILL else "untyped",
+            "detail": f"child died (status {status})",
+            "cpu": cpu,
+        }
     events = [tuple(e) for e in result["events"]]
     grow_mb = (ru.ru_maxrss - result.get("start_rss_kb", 0)) / 1024
     return {"events": events, "cpu": cpu, "rss_mb": grow_mb}
@@ -932,8 +1142,17 @@ def shard(args: argparse.Namespace) -> None:
     out = Path(args.out)
 
     def flush() -> None:
-        out.write_text(json.dumps({"done": done, "counts": counts, "by_mutation": by_mut,
-                                   "examples": examples, "untyped_by_stage": stages}))
+        out.write_text(
+            json.dumps(
+                {
+                    "done": done,
+                    "counts": counts,
+                    "by_mutation": by_mut,
+                    "examples": examples,
+                    "untyped_by_stage": stages,
+                }
+            )
+        )
 
     try:
         for case in range(args.start + args.shard, args.cases, args.workers):
@@ -983,14 +1202,22 @@ def report(results: list[dict[str, Any]], elapsed: float) -> dict[str, Any]:
     print("\nby mutation class (non-typed, non-ok outcomes):")
     for m, c in sorted(by_mut.items()):
         bad = {k: v for k, v in c.items() if k not in ("ok", "typed")}
-        print(f"  {m:<12} {sum(c.values()):>6} cases  typed {c.get('typed', 0):>6}  "
-              f"ok {c.get('ok', 0):>6}  {bad if bad else ''}")
+        print(
+            f"  {m:<12} {sum(c.values()):>6} cases  typed {c.get('typed', 0):>6}  "
+            f"ok {c.get('ok', 0):>6}  {bad if bad else ''}"
+        )
     for cls, ex in examples.items():
         print(f"\n{cls}: e.g.")
         for case, base, label, detail in sorted(ex)[:8]:
             print(f"  case {case} ({base}, {label}): {detail}")
-    return {"done": done, "elapsed_s": elapsed, "counts": counts, "by_mutation": by_mut,
-            "examples": examples, "untyped_by_stage": stages}
+    return {
+        "done": done,
+        "elapsed_s": elapsed,
+        "counts": counts,
+        "by_mutation": by_mut,
+        "examples": examples,
+        "untyped_by_stage": stages,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -1004,8 +1231,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--slow-cpu", type=float, default=3.0)
     ap.add_argument("--big-rss-mb", type=float, default=256.0)
     ap.add_argument("--as-limit-mb", type=int, default=1536)
-    ap.add_argument("--tmp", type=Path, default=Path("/dev/shm") if Path("/dev/shm").is_dir()
-                    else None)
+    ap.add_argument(
+        "--tmp", type=Path, default=Path("/dev/shm") if Path("/dev/shm").is_dir() else None
+    )
     ap.add_argument("--out", type=Path, default=Path("fuzz-campaign.json"))
     ap.add_argument("--replay", type=int, help="run one case in-process, with tracebacks")
     ap.add_argument("--corpus", type=Path, help=argparse.SUPPRESS)
@@ -1036,14 +1264,35 @@ def main(argv: list[str] | None = None) -> int:
         for k in range(args.workers):
             out = corpus / f"shard{k}.json"
             outs.append(out)
-            procs.append(subprocess.Popen([
-                sys.executable, __file__, "--shard", str(k), "--workers", str(args.workers),
-                "--cases", str(args.cases), "--start", str(args.start), "--seed", str(args.seed),
-                "--corpus", str(corpus),
-                "--time-limit", str(args.time_limit - (time.monotonic() - started)),
-                "--case-timeout", str(args.case_timeout), "--as-limit-mb", str(args.as_limit_mb),
-                "--out", str(out), *(["--tmp", str(args.tmp)] if args.tmp else []),
-            ]))
+            procs.append(
+                subprocess.Popen(
+                    [
+                        sys.executable,
+                        __file__,
+                        "--shard",
+                        str(k),
+                        "--workers",
+                        str(args.workers),
+                        "--cases",
+                        str(args.cases),
+                        "--start",
+                        str(args.start),
+                        "--seed",
+                        str(args.seed),
+                        "--corpus",
+                        str(corpus),
+                        "--time-limit",
+                        str(args.time_limit - (time.monotonic() - started)),
+                        "--case-timeout",
+                        str(args.case_timeout),
+                        "--as-limit-mb",
+                        str(args.as_limit_mb),
+                        "--out",
+                        str(out),
+                        *(["--tmp", str(args.tmp)] if args.tmp else []),
+                    ]
+                )
+            )
         for p in procs:
             p.wait()
         results = [json.loads(o.read_text()) for o in outs if o.exists()]

@@ -27,7 +27,8 @@ def test_ruff_check() -> None:
 
 
 def test_ruff_format() -> None:
-    r = subprocess.run([_tool("ruff"), "format", "--check", "hyperframes", "recorder", "converter"],
+    r = subprocess.run([_tool("ruff"), "format", "--check", "hyperframes", "recorder", "converter",
+                        "bench"],
                        cwd=ROOT,
                        capture_output=True, text=True, check=False)
     assert r.returncode == 0, r.stdout + r.stderr
