@@ -23,11 +23,31 @@ import numpy as np
 
 from hyperframes._crc import BytesLike
 
-__all__ = ["BLOCK_SIZE", "MIN_BLOCK_SIZE", "BlockTable", "BlockTableError", "pack", "parse"]
+__all__ = [
+    "BLOCK_SIZE",
+    "MIN_BLOCK_SIZE",
+    "MAX_BLOCK_SIZE",
+    "BlockTable",
+    "BlockTableError",
+    "block_size_problem",
+    "pack",
+    "parse",
+]
 
 BLOCK_SIZE: Final = 256 << 10  # raw bytes per block; frames of two blocks or more are split
 MIN_BLOCK_SIZE: Final = 4096  # smaller blocks would only add table and thread overhead
+MAX_BLOCK_SIZE: Final = (1 << 32) - 1  # a u32 of the table head
 _HEAD = struct.Struct("<II")
+
+
+def block_size_problem(block_size: int) -> str | None:
+    """Why ``block_size`` is not a writer's block size (0: never split), or None."""
+    if block_size == 0 or MIN_BLOCK_SIZE <= block_size <= MAX_BLOCK_SIZE:
+        return None
+    return (
+        f"block_size must be 0 (frames stored whole) or {MIN_BLOCK_SIZE}..{MAX_BLOCK_SIZE}, "
+        f"got {block_size}"
+    )
 
 
 class BlockTableError(ValueError):

@@ -40,7 +40,13 @@ import zstandard
 from hyperframes import _payload_blocks as blocks
 from hyperframes._crc import BytesLike
 from hyperframes._io import aligned_empty
-from hyperframes._payload_blocks import BLOCK_SIZE, MIN_BLOCK_SIZE, BlockTableError
+from hyperframes._payload_blocks import (
+    BLOCK_SIZE,
+    MAX_BLOCK_SIZE,
+    MIN_BLOCK_SIZE,
+    BlockTableError,
+    block_size_problem,
+)
 from hyperframes._split import run_split
 from hyperframes.layout import CODEC_MASK, CODEC_SHIFT, FrameFlags
 
@@ -53,6 +59,8 @@ __all__ = [
     "CODEC_NAMES",
     "BLOCK_SIZE",
     "MIN_BLOCK_SIZE",
+    "MAX_BLOCK_SIZE",
+    "block_size_problem",
     "CodecSpec",
     "CodecError",
     "codec_of",
@@ -288,19 +296,20 @@ def encode_frame(
     make it smaller (then the result is a view of ``payload``, not a copy).
     Thread-safe; releases the GIL in the compressors.
     """
-    if block_size and not blocks.MIN_BLOCK_SIZE <= block_size < 1 << 32:
-        raise ValueError(f"block_size {block_size}: 0 or {blocks.MIN_BLOCK_SIZE}..2**32-1")
+    problem = block_size_problem(block_size)
+    if problem is not None:
+        raise ValueError(problem)
     raw = memoryview(payload).cast("B")
     if spec.codec_id == CODEC_NONE:
         return raw, 0
     shuffled = spec.shuffle and itemsize > 1
-    data: BytesLike = shuffle(raw, itemsize) if shuffled else raw
+    data = shuffle(raw, itemsize) if shuffled else raw
     out: BytesLike | None = None
-    if block_size and raw.nbytes >= 2 * block_size and raw.nbytes < 1 << 32:
-        out = _compress_blocks(memoryview(data).cast("B"), spec, block_size)
+    if block_size and 2 * block_size <= raw.nbytes <= MAX_BLOCK_SIZE:  # raw size is a u32
+        out = _compress_blocks(data, spec, block_size)
         codec_id = _BLOCKED[spec.codec_id]
         if out is None:  # a ZSTD block beyond 255:1: LZ4 cannot exceed the limit
-            out = _compress_blocks(memoryview(data).cast("B"), _PLAIN_LZ4, block_size)
+            out = _compress_blocks(data, _PLAIN_LZ4, block_size)
             codec_id = CODEC_LZ4_BLOCKS
     if out is None:
         out, codec_id = _compress_one(data, spec)
@@ -333,7 +342,7 @@ def _compress_one(data: BytesLike, spec: CodecSpec) -> tuple[bytes, int]:
     if spec.codec_id == CODEC_ZSTD and len(memoryview(data)) > max_decoded_size(len(out)):
         # more than 255:1 (long runs of one byte): readers refuse such ratios, LZ4 cannot
         # exceed it
-        return lz4.block.compress(data, store_size=True), CODEC_LZ4
+        return _compress(data, _PLAIN_LZ4, store_size=True), CODEC_LZ4
     return out, spec.codec_id
 
 

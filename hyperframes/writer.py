@@ -27,13 +27,14 @@ from hyperframes._checks import fits_block
 from hyperframes._crc import BytesLike, PayloadLike, byte_view, crc32c
 from hyperframes._io import fsync_dir, write_all
 from hyperframes._meta import Meta, encode_meta, window_ns_problem
-from hyperframes._payload_blocks import BLOCK_SIZE, MIN_BLOCK_SIZE
 from hyperframes.codecs import (
+    BLOCK_SIZE,
     CODEC_LZ4,
     CODEC_LZ4_BLOCKS,
     CODEC_ZSTD,
     CODEC_ZSTD_BLOCKS,
     CodecSpec,
+    block_size_problem,
     encode_frame,
 )
 from hyperframes.layout import (
@@ -153,8 +154,9 @@ class HyperframeWriter:
             raise ValueError(f"window_ns: {problem}")
         if fsync_interval_s < 0:
             raise ValueError(f"fsync_interval_s must be >= 0, got {fsync_interval_s}")
-        if block_size and not MIN_BLOCK_SIZE <= block_size < 1 << 32:
-            raise ValueError(f"block_size must be 0 or {MIN_BLOCK_SIZE}..2**32-1, got {block_size}")
+        problem = block_size_problem(block_size)
+        if problem is not None:
+            raise ValueError(problem)
         self.block_size = block_size
         ids = [s.id for s in streams]
         if len(set(ids)) != len(ids):

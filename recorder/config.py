@@ -24,7 +24,7 @@ import numpy as np
 
 from hyperframes import _yamlconf as v
 from hyperframes._yamlconf import Section as _Section
-from hyperframes.codecs import BLOCK_SIZE, MIN_BLOCK_SIZE, CodecSpec
+from hyperframes.codecs import BLOCK_SIZE, MAX_BLOCK_SIZE, MIN_BLOCK_SIZE, CodecSpec
 from hyperframes.streams import (
     KNOWN_ENCODINGS,
     PRECOMPRESSED_ENCODINGS,
@@ -547,7 +547,7 @@ def _parse(data: object, source: str | None) -> VehicleConfig:
 
 def _block_kib(key: str, value: object) -> int:
     """0 (frames stored whole) or a block size in KiB that the writer accepts."""
-    lo, hi = MIN_BLOCK_SIZE // 1024, ((1 << 32) - 1) // 1024
+    lo, hi = MIN_BLOCK_SIZE // 1024, MAX_BLOCK_SIZE // 1024
     kib = v.int_in(0, hi)(key, value)
     if 0 < kib < lo:
         raise ConfigError(key, f"must be 0 (never split frames) or {lo}..{hi}, got {kib}")
