@@ -215,7 +215,8 @@ def _check_index(path: str, index: np.ndarray, h: Header, meta: Meta) -> None:
         i = bad
         raise CorruptFileError(
             path,
-            f"index entry {i} points at offset {int(words[i, 2])} (+{int(words[i, 3] >> 32)}), "
+            f"index entry {i} points at offset {int(words[i, 2])} "
+            f"(+{int(words[i, 3] & 0xFFFFFFFF)} bytes), "
             f"outside the payload region [{h.data_offset}, {h.index_offset}) or unaligned",
             h.index_offset + 32 * i,
         )
