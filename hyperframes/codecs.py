@@ -6,7 +6,7 @@ Encoded layouts (docs/FORMAT.md):
 
 - ``none`` (id 0): the payload bytes.
 - ``lz4``/``lz4hc`` (id 1): u32 little-endian raw size, then one LZ4 block.
-- ``zstd`` (id 2): one ZSTD frame with its content size set.
+- ``zstd`` (id 2): one ZSTD frame with its content size set, and nothing after it.
 - ``lz4`` in blocks (id 3), ``zstd`` in blocks (id 4): a frame of two blocks
   or more (:data:`BLOCK_SIZE` raw bytes each) is cut into blocks compressed
   alone, behind a table of their sizes (:mod:`hyperframes._payload_blocks`),
@@ -509,8 +509,10 @@ def _decode_into(src: memoryview, codec: int, out: np.ndarray, whole: bool) -> N
     else:
         if not whole and _zstd_content_size(src, "zstd frame") != size:
             raise CodecError(f"zstd frame does not declare its block's {size} bytes")
-        try:
-            data = _zstd_decompressor().decompress(src, max_output_size=size)
+        try:  # a payload (a block) is exactly one frame: no bytes may follow it
+            data = _zstd_decompressor().decompress(
+                src, max_output_size=size, allow_extra_data=False
+            )
         except zstandard.ZstdError as exc:
             raise CodecError(f"zstd frame does not decode: {exc}") from None
     if len(data) != size:
