@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Install the hyperframes recorder as a systemd service on a Debian-based box
-# (arm64 or amd64). Idempotent: run it again to upgrade; an existing
-# /etc/hyperframes/vehicle.yaml is never overwritten.
+# (arm64 or amd64), or into a system image. Idempotent: run it again to
+# upgrade; an existing /etc/hyperframes/vehicle.yaml is never overwritten.
 #
-#   sudo deploy/install.sh [--dry-run] [--config FILE] [--start] [SOURCE]
+#   sudo deploy/install.sh [--dry-run] [--root DIR] [--config FILE] [--start] [SOURCE]
 #
 # SOURCE is the project directory or a built wheel (default: the checkout this
-# script lives in). See docs/OPERATIONS.md.
+# script lives in). Without a running systemd (a chroot, a container, an image
+# build: /run/systemd/system absent) the unit is enabled offline and what needs
+# the service manager (daemon-reload, --start) is skipped. See docs/OPERATIONS.md.
 set -euo pipefail
 
 readonly USER_NAME=hyperframes
@@ -25,11 +27,14 @@ readonly SCRIPT_DIR
 
 usage() {
     cat <<EOF
-usage: $0 [--dry-run] [--config FILE] [--start] [SOURCE]
+usage: $0 [--dry-run] [--root DIR] [--config FILE] [--start] [SOURCE]
 
   SOURCE        project directory or .whl file to install (default: ${SCRIPT_DIR%/deploy})
   --config FILE vehicle config to install as ${CONF_FILE} if none is there yet
                 (default: SOURCE/configs/vehicle-example.yaml when SOURCE is a directory)
+  --root DIR    install into the system image rooted at DIR (same architecture and
+                Python as this machine; else run this script inside the image's chroot)
+                instead of this system; the unit is enabled offline, nothing is started
   --start       (re)start the service after installing (default: only enable it)
   --dry-run     print every action instead of doing it; needs no root
   -h, --help    this text
@@ -40,6 +45,7 @@ DRY_RUN=0
 START=0
 SOURCE=""
 CONFIG_SRC=""
+ROOT_DIR=""
 while (($#)); do
     case $1 in
         --dry-run) DRY_RUN=1 ;;
@@ -50,6 +56,12 @@ while (($#)); do
             shift
             ;;
         --config=*) CONFIG_SRC=${1#--config=} ;;
+        --root)
+            (($# >= 2)) || { echo "error: --root needs a directory" >&2; exit 2; }
+            ROOT_DIR=$2
+            shift
+            ;;
+        --root=*) ROOT_DIR=${1#--root=} ;;
         -h | --help) usage; exit 0 ;;
         -*) echo "error: unknown option $1" >&2; usage >&2; exit 2 ;;
         *)
@@ -100,6 +112,24 @@ fi
 [[ -f $UNIT_SRC ]] || die "unit file not found: $UNIT_SRC"
 [[ -z $CONFIG_SRC || -f $CONFIG_SRC ]] || die "config not found: $CONFIG_SRC"
 
+# --root DIR: every path below is DIR/path; files inside the image name the image's paths.
+if [[ -n $ROOT_DIR ]]; then
+    [[ -d $ROOT_DIR ]] || die "--root: no such directory: $ROOT_DIR"
+    ROOT_DIR=$(realpath "$ROOT_DIR")
+    [[ $ROOT_DIR != / ]] || ROOT_DIR=""
+fi
+if [[ -n $ROOT_DIR ]]; then
+    [[ -f $ROOT_DIR/etc/passwd && -f $ROOT_DIR/etc/group ]] \
+        || die "--root: $ROOT_DIR has no etc/passwd and etc/group: not a system image root"
+    [[ -x $ROOT_DIR/usr/bin/python3 ]] \
+        || warn "--root: $ROOT_DIR has no usr/bin/python3: the venv needs this machine's python3 there"
+fi
+readonly R_PREFIX=$ROOT_DIR$PREFIX R_VENV=$ROOT_DIR$VENV R_CONF_DIR=$ROOT_DIR$CONF_DIR
+readonly R_CONF_FILE=$ROOT_DIR$CONF_FILE R_DATA_DIR=$ROOT_DIR$DATA_DIR R_UNIT_DIR=$ROOT_DIR$UNIT_DIR
+# The service manager is only asked when it runs this system (sd_booted's test).
+SYSTEMD_RUNNING=0
+[[ -n $ROOT_DIR || ! -d /run/systemd/system ]] || SYSTEMD_RUNNING=1
+
 if command -v dpkg >/dev/null 2>&1; then
     arch=$(dpkg --print-architecture)
     case $arch in
@@ -111,7 +141,7 @@ else
     warn "dpkg not found: this script is for Debian-based systems"
 fi
 
-log "installing hyperframes from $SOURCE"
+log "installing hyperframes from $SOURCE${ROOT_DIR:+ into the image at $ROOT_DIR}"
 
 # --- packages ----------------------------------------------------------------
 
@@ -136,65 +166,109 @@ fi
 
 # --- user and directories ----------------------------------------------------
 
-if getent passwd "$USER_NAME" >/dev/null; then
+# The user and group, looked up in the target system's own files under --root.
+user_exists() {
+    if [[ -n $ROOT_DIR ]]; then
+        grep -q "^${USER_NAME}:" "$ROOT_DIR/etc/passwd"
+    else
+        getent passwd "$USER_NAME" >/dev/null
+    fi
+}
+if user_exists; then
     log "user $USER_NAME: exists"
 else
     log "user $USER_NAME: creating"
-    run useradd --system --user-group --home-dir "$DATA_DIR" --no-create-home \
-        --shell /usr/sbin/nologin --comment "hyperframes recorder" "$USER_NAME"
+    run useradd ${ROOT_DIR:+--root "$ROOT_DIR"} --system --user-group --home-dir "$DATA_DIR" \
+        --no-create-home --shell /usr/sbin/nologin --comment "hyperframes recorder" "$USER_NAME"
+fi
+# Owners for install -o/-g: names on this system; the image's numeric ids under --root.
+OWNER=$USER_NAME
+GROUP=$USER_NAME
+if [[ -n $ROOT_DIR ]] && user_exists; then
+    OWNER=$(awk -F: -v u="$USER_NAME" '$1 == u { print $3 }' "$ROOT_DIR/etc/passwd")
+    GROUP=$(awk -F: -v g="$USER_NAME" '$1 == g { print $3 }' "$ROOT_DIR/etc/group")
 fi
 
 log "directories"
-run install -d -m 0755 -o root -g root "$PREFIX"
-run install -d -m 0750 -o root -g "$USER_NAME" "$CONF_DIR"
-run install -d -m 0750 -o "$USER_NAME" -g "$USER_NAME" "$DATA_DIR"
+run install -d -m 0755 -o root -g root "$R_PREFIX"
+run install -d -m 0750 -o root -g "$GROUP" "$R_CONF_DIR"
+run install -d -m 0750 -o "$OWNER" -g "$GROUP" "$R_DATA_DIR"
 
 # --- virtual environment -----------------------------------------------------
 
-if [[ -x $VENV/bin/python ]]; then
-    log "venv $VENV: exists, upgrading"
+if [[ -x $R_VENV/bin/python ]]; then
+    log "venv $R_VENV: exists, upgrading"
 else
-    log "venv $VENV: creating"
-    run python3 -m venv "$VENV"
+    log "venv $R_VENV: creating"
+    # under --root, the python3 the image has at the same path (the venv links to it)
+    run "${ROOT_DIR:+/usr/bin/}python3" -m venv "$R_VENV"
 fi
-run "$VENV/bin/python" -m pip install --quiet --upgrade pip
-run "$VENV/bin/python" -m pip install --quiet --upgrade "${SOURCE}${EXTRAS}"
-# The service runs with a read-only /opt; compile now instead of on every start.
-run "$VENV/bin/python" -m compileall -q "$VENV/lib"
+run "$R_VENV/bin/python" -m pip install --quiet --upgrade pip
+run "$R_VENV/bin/python" -m pip install --quiet --upgrade "${SOURCE}${EXTRAS}"
+# The service runs with a read-only /opt; compile now instead of on every start (under
+# --root, recording the paths the image will see).
+run "$R_VENV/bin/python" -m compileall -q ${ROOT_DIR:+-s "$ROOT_DIR" -p /} "$R_VENV/lib"
 # Operators type `hyperframes verify ...`; the service itself uses the venv path.
-run ln -sfn "$VENV/bin/hyperframes" /usr/local/bin/hyperframes
+[[ -z $ROOT_DIR ]] || run install -d -m 0755 "$ROOT_DIR/usr/local/bin"
+run ln -sfn "$VENV/bin/hyperframes" "$ROOT_DIR/usr/local/bin/hyperframes"
 if [[ -f $DOC_SRC ]]; then
-    run install -m 0644 "$DOC_SRC" "$PREFIX/OPERATIONS.md"
+    run install -m 0644 "$DOC_SRC" "$R_PREFIX/OPERATIONS.md"
 fi
 
 # --- configuration -----------------------------------------------------------
 
-if [[ -e $CONF_FILE ]]; then
-    log "config $CONF_FILE: exists, left as it is"
+if [[ -e $R_CONF_FILE ]]; then
+    log "config $R_CONF_FILE: exists, left as it is"
 elif [[ -n $CONFIG_SRC ]]; then
-    log "config $CONF_FILE: from $CONFIG_SRC (edit it for this vehicle)"
-    run install -m 0640 -o root -g "$USER_NAME" "$CONFIG_SRC" "$CONF_FILE"
+    log "config $R_CONF_FILE: from $CONFIG_SRC (edit it for this vehicle)"
+    run install -m 0640 -o root -g "$GROUP" "$CONFIG_SRC" "$R_CONF_FILE"
 else
-    warn "no config at $CONF_FILE and none given (--config FILE): the service will not start"
+    warn "no config at $R_CONF_FILE and none given (--config FILE): the service will not start"
 fi
 
-if [[ -e $CONF_FILE || -n $CONFIG_SRC ]]; then
+if [[ -e $R_CONF_FILE || -n $CONFIG_SRC ]]; then
     if ((DRY_RUN)); then
-        run "$VENV/bin/hyperframes" check-config "$CONF_FILE"
-    elif ! "$VENV/bin/hyperframes" check-config "$CONF_FILE"; then
-        warn "$CONF_FILE does not validate: fix it, then systemctl restart ${UNIT_NAME%.service}"
+        run "$R_VENV/bin/hyperframes" check-config "$R_CONF_FILE"
+    elif ! "$R_VENV/bin/hyperframes" check-config "$R_CONF_FILE"; then
+        warn "$R_CONF_FILE does not validate: fix it, then systemctl restart ${UNIT_NAME%.service}"
+    fi
+fi
+
+# Under --root the venv's scripts name DIR/opt/...: make them name the image's /opt/...
+# (pip writes absolute shebangs; the venv's python links to /usr/bin/python3 in both).
+relocate_venv() {
+    grep -rlIZ -e "$R_VENV" "$R_VENV/bin" "$R_VENV/pyvenv.cfg" | xargs -0r sed -i "s|$R_VENV|$VENV|g"
+}
+if [[ -n $ROOT_DIR ]]; then
+    log "venv: paths rewritten from $R_VENV to $VENV"
+    if ((DRY_RUN)); then
+        run relocate_venv
+    else
+        relocate_venv
     fi
 fi
 
 # --- systemd -----------------------------------------------------------------
 
-log "unit $UNIT_DIR/$UNIT_NAME"
-run install -m 0644 "$UNIT_SRC" "$UNIT_DIR/$UNIT_NAME"
-run systemctl daemon-reload
-run systemctl enable "$UNIT_NAME"
-if ((START)); then
+log "unit $R_UNIT_DIR/$UNIT_NAME"
+[[ -z $ROOT_DIR ]] || run install -d -m 0755 "$R_UNIT_DIR"
+run install -m 0644 "$UNIT_SRC" "$R_UNIT_DIR/$UNIT_NAME"
+if ((!SYSTEMD_RUNNING)); then
+    # enable only makes symlinks: it works offline (--root: in the image's /etc)
+    run systemctl ${ROOT_DIR:+--root="$ROOT_DIR"} enable "$UNIT_NAME"
+    why="/run/systemd/system is absent: a chroot, a container or an image build"
+    [[ -z $ROOT_DIR ]] || why="installing into the image at $ROOT_DIR"
+    skipped="systemctl daemon-reload"
+    ((!START)) || skipped+=" and restart (--start)"
+    log "no running systemd ($why): enabled offline, skipped $skipped;" \
+        "the service starts at the next boot"
+elif ((START)); then
+    run systemctl daemon-reload
+    run systemctl enable "$UNIT_NAME"
     run systemctl restart "$UNIT_NAME"
     log "started: systemctl status ${UNIT_NAME%.service}; journalctl -u ${UNIT_NAME%.service} -f"
 else
+    run systemctl daemon-reload
+    run systemctl enable "$UNIT_NAME"
     log "enabled; start with: systemctl start ${UNIT_NAME%.service}"
 fi

@@ -1,6 +1,7 @@
 """The systemd unit and the install script in deploy/.
 
-Never runs install.sh for real: only ``bash -n`` and ``--dry-run``.
+Runs install.sh for real only into a temporary image root (``--root``, as
+root, slow: it builds the venv); else ``bash -n`` and ``--dry-run``.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 UNIT = ROOT / "deploy" / "hyperframes-recorder.service"
+SYSTEMD_RUNNING = Path("/run/systemd/system").is_dir()  # what install.sh checks
 INSTALL = ROOT / "deploy" / "install.sh"
 EXEC_START = (
     "ExecStart=/opt/hyperframes/venv/bin/hyperframes record --config /etc/hyperframes/vehicle.yaml"
@@ -204,7 +206,6 @@ def test_install_dry_run(tmp_path: Path) -> None:
     assert "ln -sfn /opt/hyperframes/venv/bin/hyperframes /usr/local/bin/hyperframes" in actions
     unit_install = f"install -m 0644 {UNIT} /etc/systemd/system/{UNIT.name}"
     assert unit_install in actions
-    assert "systemctl daemon-reload" in actions
     assert f"systemctl enable {UNIT.name}" in actions
     assert not any(a.startswith("systemctl restart") for a in actions), "no --start given"
     assert "install -d -m 0750 -o hyperframes -g hyperframes /var/lib/hyperframes" in actions
@@ -217,6 +218,10 @@ def test_install_dry_run(tmp_path: Path) -> None:
     assert "/opt/hyperframes/venv/bin/hyperframes check-config /etc/hyperframes/vehicle.yaml" in (
         actions
     )
+    if not SYSTEMD_RUNNING:  # a container, a chroot, CI: enable works offline
+        assert "systemctl daemon-reload" not in actions
+        assert "no running systemd (/run/systemd/system is absent" in proc.stdout
+        return
     order = [
         actions.index(unit_install),
         actions.index("systemctl daemon-reload"),
@@ -228,7 +233,93 @@ def test_install_dry_run(tmp_path: Path) -> None:
 def test_install_dry_run_start() -> None:
     proc = _dry_run("--start", os.fspath(ROOT))
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert f"+ systemctl restart {UNIT.name}" in proc.stdout.splitlines()
+    restart = f"+ systemctl restart {UNIT.name}"
+    if SYSTEMD_RUNNING:
+        assert restart in proc.stdout.splitlines()
+    else:
+        assert restart not in proc.stdout.splitlines()
+        assert "skipped systemctl daemon-reload and restart (--start)" in proc.stdout
+
+
+def _image_root(tmp_path: Path) -> Path:
+    """The bare bones of a Debian image root: the account files useradd edits, python3."""
+    root = tmp_path / "image"
+    (root / "etc").mkdir(parents=True)
+    (root / "etc" / "passwd").write_text("root:x:0:0:root:/root:/bin/bash\n")
+    (root / "etc" / "group").write_text("root:x:0:\n")
+    for name in ("shadow", "gshadow"):
+        (root / "etc" / name).write_text("root:*:19000:0:99999:7:::\n" if name == "shadow"
+                                         else "root:*::\n")
+        (root / "etc" / name).chmod(0o600)
+    (root / "usr" / "bin").mkdir(parents=True)
+    (root / "usr" / "bin" / "python3").symlink_to("/usr/bin/python3")
+    return root
+
+
+def test_install_dry_run_into_an_image_root(tmp_path: Path) -> None:
+    root = _image_root(tmp_path)
+    proc = _dry_run("--root", os.fspath(root), os.fspath(ROOT))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    actions = [
+        " ".join(shlex.split(ln[2:])) for ln in proc.stdout.splitlines() if ln.startswith("+ ")
+    ]
+    r = os.fspath(root)
+    assert any(a.startswith(f"useradd --root {r} --system") for a in actions), actions
+    assert f"/usr/bin/python3 -m venv {r}/opt/hyperframes/venv" in actions
+    assert f"ln -sfn /opt/hyperframes/venv/bin/hyperframes {r}/usr/local/bin/hyperframes" in (
+        actions
+    )
+    assert f"install -m 0644 {UNIT} {r}/etc/systemd/system/{UNIT.name}" in actions
+    assert f"systemctl --root={r} enable {UNIT.name}" in actions
+    assert not any(a.startswith("systemctl daemon-reload") for a in actions)
+    assert f"no running systemd (installing into the image at {r})" in proc.stdout
+
+
+def test_install_refuses_a_root_that_is_no_image(tmp_path: Path) -> None:
+    proc = _dry_run("--root", os.fspath(tmp_path), os.fspath(ROOT))
+    assert proc.returncode != 0 and "not a system image root" in proc.stderr
+    assert "+ " not in proc.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.systemd
+@pytest.mark.skipif(os.geteuid() != 0, reason="install.sh needs root (file owners, useradd)")
+@pytest.mark.skipif(shutil.which("systemctl") is None or not Path("/usr/bin/python3").exists(),
+                    reason="needs systemctl and /usr/bin/python3 (Debian: systemd, python3)")
+def test_install_into_an_image_root_without_systemd(tmp_path: Path) -> None:
+    """The whole install into an image root: no running systemd there, nothing started.
+
+    Builds the venv with pip (the machine's pip configuration says where from).
+    """
+    root = _image_root(tmp_path)
+    config = ROOT / "configs" / "vehicle-example.yaml"
+    cmd = ["bash", os.fspath(INSTALL), "--root", os.fspath(root), "--config", os.fspath(config),
+           "--start", os.fspath(ROOT)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=False)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out
+    assert "skipped systemctl daemon-reload and restart (--start)" in out
+    assert f"OK {root}/etc/hyperframes/vehicle.yaml" in out  # check-config in the image's venv
+    unit = root / "etc/systemd/system" / UNIT.name
+    assert unit.read_text() == UNIT.read_text()
+    wants = root / "etc/systemd/system/multi-user.target.wants" / UNIT.name
+    assert str(wants.readlink()) == f"/etc/systemd/system/{UNIT.name}"  # the image's path
+    link = root / "usr/local/bin/hyperframes"
+    assert str(link.readlink()) == "/opt/hyperframes/venv/bin/hyperframes"
+    venv = root / "opt/hyperframes/venv"
+    assert (venv / "bin/hyperframes").read_text().startswith("#!/opt/hyperframes/venv/bin/python")
+    assert not [p for p in (venv / "bin").iterdir()
+                if p.is_file() and not p.is_symlink() and os.fspath(root) in p.read_text("latin-1")]
+    (user,) = [ln.split(":") for ln in (root / "etc/passwd").read_text().splitlines()
+               if ln.startswith("hyperframes:")]
+    uid, gid = int(user[2]), int(user[3])
+    data = (root / "var/lib/hyperframes").stat()
+    assert (data.st_uid, data.st_gid, data.st_mode & 0o777) == (uid, gid, 0o750)
+    conf = (root / "etc/hyperframes/vehicle.yaml").stat()
+    assert (conf.st_uid, conf.st_gid, conf.st_mode & 0o777) == (0, gid, 0o640)
+    check = subprocess.run([os.fspath(venv / "bin/python"), "-c", "import recorder, systemd"],
+                           capture_output=True, text=True, check=False)
+    assert check.returncode == 0, check.stderr
 
 
 @pytest.mark.parametrize(
