@@ -28,8 +28,11 @@ fi
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 # torch (hyperframes.torch) for dev and the torch extra: the CPU build, installed before the
-# extras so that the resolver never pulls PyPI's CUDA build (~5 GB). A local CPU wheel that pip
-# finds (find-links) is used when there is one, else PyTorch's CPU index. GPU hosts: see README.
+# extras so that the resolver never pulls the default index's CUDA build (~5 GB). A local CPU
+# wheel that pip finds (find-links) is used when there is one, else pip's own configuration
+# with HF_TORCH_INDEX_URL (PyTorch's CPU wheel index, README "Training with PyTorch") as an
+# extra index. No index is named here: pip's configuration and environment say where packages
+# come from. GPU hosts: see README.
 torch_version="${HF_TORCH_VERSION:-2.13.0}"
 install_torch() {
     case ",$extras," in *,dev,*|*,torch,*) ;; *) return 0 ;; esac
@@ -38,12 +41,18 @@ install_torch() {
     if .venv/bin/python -m pip install -q --dry-run --no-index --no-deps --ignore-installed \
             "torch==$torch_version" 2>/dev/null; then
         .venv/bin/python -m pip install -q "torch==$torch_version"
-    else
+    elif [ -n "${HF_TORCH_INDEX_URL:-}" ]; then
+        # the CPU wheel (torch==V+cpu) sorts above the plain version and wins
         .venv/bin/python -m pip install -q "torch==$torch_version" \
-            --index-url https://download.pytorch.org/whl/cpu --extra-index-url https://pypi.org/simple
+            --extra-index-url "$HF_TORCH_INDEX_URL"
+    else
+        echo "setup: no local CPU wheel of torch $torch_version and HF_TORCH_INDEX_URL unset:" \
+            "torch comes from pip's configured index (the CUDA build there is ~5 GB)" >&3
+        .venv/bin/python -m pip install -q "torch==$torch_version"
     fi
 }
-# quiet unless something fails: then show pip's whole output
+# quiet unless something fails: then show pip's whole output (notes go to fd 3, the terminal)
+exec 3>&2
 if ! { .venv/bin/python -m pip install -q --upgrade pip && install_torch &&
        .venv/bin/python -m pip install -q -e ".[$extras]"; } >"$log" 2>&1; then
     cat "$log" >&2

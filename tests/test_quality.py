@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -48,3 +49,28 @@ def test_core_never_imports_the_recorder() -> None:
                for line in p.read_text().splitlines())
     ]
     assert offenders == []
+
+
+# Package-index hosts (the dots escaped, so that this file does not name them either):
+# pip's configuration and environment say where packages come from, never the repository.
+_INDEX_HOSTS = re.compile(
+    rb"(?i)(pypi\.org|pypi\.python\.org|files\.pythonhosted\.org|download\.pytorch\.org"
+    rb"|pytorch\.org/whl|pypi\.nvidia\.com|pypi\.ngc\.nvidia\.com|anaconda\.(org|com)"
+    rb"|registry\.npmjs\.org|proxy\.golang\.org|crates\.io)"
+)
+
+
+def test_no_file_names_a_package_index() -> None:
+    r = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                       cwd=ROOT, capture_output=True, check=False)  # fmt: skip
+    if r.returncode != 0:
+        pytest.skip("not a git checkout: " + r.stderr.decode().strip())
+    named = []
+    for name in r.stdout.decode().split("\0"):
+        path = ROOT / name
+        if name and path.is_file() and not path.is_symlink():
+            for n, line in enumerate(path.read_bytes().splitlines(), 1):
+                m = _INDEX_HOSTS.search(line)
+                if m:
+                    named.append(f"{name}:{n}: {m.group().decode()}")
+    assert named == [], named
