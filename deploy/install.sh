@@ -237,7 +237,8 @@ fi
 # Under --root the venv's scripts name DIR/opt/...: make them name the image's /opt/...
 # (pip writes absolute shebangs; the venv's python links to /usr/bin/python3 in both).
 relocate_venv() {
-    grep -rlIZ -e "$R_VENV" "$R_VENV/bin" "$R_VENV/pyvenv.cfg" | xargs -0r sed -i "s|$R_VENV|$VENV|g"
+    { grep -rlIZ -e "$R_VENV" "$R_VENV/bin" "$R_VENV/pyvenv.cfg" || true; } \
+        | xargs -0r sed -i "s|$R_VENV|$VENV|g"
 }
 if [[ -n $ROOT_DIR ]]; then
     log "venv: paths rewritten from $R_VENV to $VENV"
