@@ -42,7 +42,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--ray",
         metavar="auto|ADDRESS",
         help="run as Ray tasks: auto (this machine's cluster, else a local instance) "
-        "or a cluster address; needs hyperframes[cluster]",
+        "or a cluster address; needs hyperframes-sensors[cluster]",
     )
     p.add_argument("--ledger", type=Path, help="JSON Lines ledger (default OUT/ledger.jsonl)")
     p.add_argument("-q", "--quiet", action="store_true", help="failures and the summary only")

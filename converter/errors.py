@@ -13,6 +13,7 @@ import os
 from typing import Any
 
 from hyperframes import errors as hf_errors
+from hyperframes._install import install_hint
 from hyperframes.errors import HyperframesError
 
 __all__ = [
@@ -127,6 +128,5 @@ class MissingExtraError(ConverterError, ImportError):
         self.package = package
         self.extra = extra
         super().__init__(
-            f"{why} needs {package}, which is not installed; "
-            f"install it with `pip install 'hyperframes[{extra}]'`"
+            f"{why} needs {package}, which is not installed; install it with {install_hint(extra)}"
         )

@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from hyperframes._install import install_hint
 from hyperframes.errors import ConfigError
 
 __all__ = [
@@ -60,7 +61,7 @@ def load_yaml(file: str | os.PathLike[str], extra: str) -> object:
         import yaml  # noqa: PLC0415 - optional: only configs need it
     except ImportError:
         raise ConfigError(
-            "", f"reading a YAML config needs PyYAML: pip install 'hyperframes[{extra}]'", source
+            "", f"reading a YAML config needs PyYAML: {install_hint(extra)}", source
         ) from None
     try:
         text = Path(file).read_text(encoding="utf-8")

@@ -38,6 +38,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
 
+from hyperframes import __version__
 from hyperframes.layout import FrameFlags
 from hyperframes.streams import FileMetadata
 from hyperframes.writer import HyperframeWriter, WriteFrame
@@ -63,12 +64,7 @@ _log = logging.getLogger(__name__)
 _MB = 1024 * 1024
 _U32 = 0xFFFFFFFF
 
-try:
-    from importlib.metadata import version as _pkg_version
-
-    RECORDER_VERSION = _pkg_version("hyperframes")
-except Exception:  # pragma: no cover - not installed
-    RECORDER_VERSION = "unknown"
+RECORDER_VERSION = __version__
 
 Window = ClosedWindow[IngestFrame]
 

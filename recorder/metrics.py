@@ -22,6 +22,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from hyperframes._install import install_hint
+
 __all__ = [
     "DropReason",
     "StreamCounters",
@@ -31,7 +33,7 @@ __all__ = [
     "start_prometheus_exporter",
 ]
 
-_INSTALL_HINT = "pip install 'hyperframes[recorder]'"
+_INSTALL_HINT = install_hint("recorder")
 
 
 class DropReason(enum.StrEnum):

@@ -4,7 +4,7 @@
 sockets are up, ``WATCHDOG=1`` from the event loop, ``STATUS=`` with live rates
 and ``STOPPING=1`` on shutdown. It uses systemd-python's
 :func:`systemd.daemon.notify` when that is importable (``pip install
-'hyperframes[systemd]'``) and otherwise a small built-in implementation of the
+'hyperframes-sensors[systemd]'``) and otherwise a small built-in implementation of the
 same protocol: one datagram per message to the ``AF_UNIX`` socket named by
 ``$NOTIFY_SOCKET`` (a path, or an abstract socket written ``@name``). Without
 ``$NOTIFY_SOCKET`` (not started by systemd, or ``Type=`` is not ``notify``)
@@ -24,6 +24,8 @@ import socket
 import sys
 from collections.abc import Callable, Mapping
 from typing import Literal
+
+from hyperframes._install import install_hint
 
 __all__ = [
     "Backend",
@@ -125,7 +127,7 @@ class Notifier:
     def __init__(self, backend: Backend = "auto") -> None:
         notify = None if backend == "builtin" else _systemd_notify_function()
         if backend == "systemd" and notify is None:
-            raise ImportError("systemd-python is not installed: pip install 'hyperframes[systemd]'")
+            raise ImportError(f"systemd-python is not installed: {install_hint('systemd')}")
         self._systemd_notify = notify
         self._warned: set[str] = set()
 
@@ -253,7 +255,7 @@ def setup_logging(
         except ImportError:
             if journal:
                 raise ImportError(
-                    "systemd-python is not installed: pip install 'hyperframes[systemd]'"
+                    f"systemd-python is not installed: {install_hint('systemd')}"
                 ) from None
         else:
             handler = JournalHandler(SYSLOG_IDENTIFIER=_IDENTIFIER)

@@ -141,8 +141,8 @@ def test_ray_missing_says_which_extra(monkeypatch: pytest.MonkeyPatch, tmp_path:
 
     from converter.cli import main
 
-    monkeypatch.setitem(sys.modules, "ray", None)  # as if hyperframes[cluster] were absent
+    monkeypatch.setitem(sys.modules, "ray", None)  # as if hyperframes-sensors[cluster] were absent
     src = tmp_path / "x.hf"
     src.write_bytes(b"x")
     assert main([str(src), "--out", str(tmp_path / "out"), "--ray", "auto"]) == 1
-    assert "pip install 'hyperframes[cluster]'" in capsys.readouterr().err
+    assert "pip install 'hyperframes-sensors[cluster]'" in capsys.readouterr().err

@@ -112,7 +112,9 @@ def test_missing_prometheus_client_says_what_to_install(monkeypatch: pytest.Monk
         return real_import(name, *args, **kwargs)
 
     monkeypatch.setattr(builtins, "__import__", fake_import)
-    with pytest.raises(MetricsUnavailableError, match=r"pip install 'hyperframes\[recorder\]'"):
+    with pytest.raises(
+        MetricsUnavailableError, match=r"pip install 'hyperframes-sensors\[recorder\]'"
+    ):
         start_prometheus_exporter(RecorderStats(), port=0)
     assert issubclass(MetricsUnavailableError, ImportError)
 

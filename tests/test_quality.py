@@ -17,7 +17,7 @@ def _tool(name: str) -> str:
     exe = Path(sys.executable).parent / name
     found = str(exe) if exe.exists() else shutil.which(name)
     if found is None:
-        pytest.skip(f"{name} is not installed (pip install 'hyperframes[dev]')")
+        pytest.skip(f"{name} is not installed (pip install 'hyperframes-sensors[dev]')")
     return found
 
 

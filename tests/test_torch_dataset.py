@@ -95,7 +95,9 @@ def test_sample_layout_and_decoded_pixels(demo: Path) -> None:
 
 
 def test_pillow_fallback_decodes_like_pillow(demo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(decode_module, "_simplejpeg", None)
+    import hyperframes.images
+
+    monkeypatch.setattr(hyperframes.images, "_simplejpeg", None)
     assert decode_module.jpeg_backend() == "pillow"
     s = HyperframeDataset(demo, streams=["cam_rear"])[2]
     with HyperframeReader(demo) as r:
@@ -287,4 +289,4 @@ def test_core_imports_without_torch() -> None:
         "try:\n    import hyperframes.torch\nexcept ImportError as e:\n    print(e)\n"
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert "pip install 'hyperframes[torch]'" in r.stdout
+    assert "pip install 'hyperframes-sensors[torch]'" in r.stdout

@@ -201,5 +201,5 @@ def test_missing_pyav_gives_a_typed_error_naming_the_extra() -> None:
         "    assert isinstance(e, ImportError); print(e)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert "pip install 'hyperframes[video]'" in out.stdout
+    assert "pip install 'hyperframes-sensors[video]'" in out.stdout
     assert issubclass(MissingDependencyError, ImportError)

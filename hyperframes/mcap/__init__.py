@@ -6,7 +6,7 @@
   windowed with the recorder's rule (:mod:`~hyperframes.mcap.windowing`);
 - :func:`check_mcap`: the structural checks of ``mcap doctor`` the ``mcap`` library offers.
 
-Needs the ``mcap`` extra (``pip install 'hyperframes[mcap]'``); the pure parts
+Needs the ``mcap`` extra (``pip install 'hyperframes-sensors[mcap]'``); the pure parts
 (schemas, messages, windowing) import without it, and the functions above
 raise :class:`~hyperframes.mcap.errors.MissingExtraError` when it is missing.
 """

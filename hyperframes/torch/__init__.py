@@ -11,11 +11,13 @@
 See docs/TRAINING.md.
 """
 
+from hyperframes._install import install_hint
+
 try:
     import torch as _torch  # noqa: F401 - fail early with the extra to install
 except ImportError as exc:  # pragma: no cover - exercised only without torch
     raise ImportError(
-        "hyperframes.torch needs PyTorch: pip install 'hyperframes[torch]' "
+        f"hyperframes.torch needs PyTorch: {install_hint('torch')} "
         "(see README: a GPU host installs the CUDA build of torch first)"
     ) from exc
 

@@ -13,7 +13,7 @@
 The optional packages (PyAV, simplejpeg, PyNvVideoCodec, torch) are imported
 only when an encoder or decoder is created; without them this package still
 imports, and creating one raises :class:`MissingDependencyError` naming the
-extra to install (``pip install 'hyperframes[video]'``).
+extra to install (``pip install 'hyperframes-sensors[video]'``).
 """
 
 from hyperframes.video.color import Yuv420, rgb_to_yuv420, yuv420_to_rgb

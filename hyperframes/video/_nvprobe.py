@@ -17,6 +17,8 @@ import logging
 from dataclasses import dataclass
 from types import ModuleType
 
+from hyperframes._install import install_hint
+
 __all__ = ["NvCapabilities", "probe", "nvc_module"]
 
 log = logging.getLogger(__name__)
@@ -103,7 +105,7 @@ def probe() -> NvCapabilities:
             importlib.import_module("PyNvVideoCodec")
             module = True
         except ImportError:
-            reasons.append("PyNvVideoCodec not installed (pip install 'hyperframes[nvidia]')")
+            reasons.append(f"PyNvVideoCodec not installed ({install_hint('nvidia')})")
         except Exception as exc:  # it raises RuntimeError on driver problems
             reasons.append(f"PyNvVideoCodec failed to import: {str(exc).splitlines()[0]}")
     elif cuda and devices:

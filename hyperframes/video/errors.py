@@ -7,6 +7,7 @@ callers can act on them without parsing the message.
 
 from __future__ import annotations
 
+from hyperframes._install import install_hint
 from hyperframes.errors import HyperframesError
 
 __all__ = [
@@ -33,8 +34,7 @@ class MissingDependencyError(VideoError, ImportError):
         self.extra = extra
         because = f" ({why})" if why else ""
         super().__init__(
-            f"{package} is not installed{because}; install it with "
-            f"`pip install 'hyperframes[{extra}]'`"
+            f"{package} is not installed{because}; install it with {install_hint(extra)}"
         )
 
 

@@ -8,7 +8,7 @@
 - :mod:`~hyperframes.viz.timeline`, :mod:`~hyperframes.viz.contact`: the content of the
   pictures as plain dataclasses (pure, tested directly);
 - :mod:`~hyperframes.viz.plot`, :mod:`~hyperframes.viz.show`: drawing them with matplotlib,
-  the ``viz`` extra (``pip install 'hyperframes[viz]'``), imported only there.
+  the ``viz`` extra (``pip install 'hyperframes-sensors[viz]'``), imported only there.
 """
 
 from hyperframes.viz.errors import (

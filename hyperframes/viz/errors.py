@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 
+from hyperframes._install import install_hint
 from hyperframes.errors import HyperframesError
 
 __all__ = ["VizError", "EmptyRangeError", "IncompatibleFilesError", "MissingExtraError"]
@@ -36,6 +37,4 @@ class MissingExtraError(HyperframesError, ImportError):
     def __init__(self, package: str, extra: str) -> None:
         self.package = package
         self.extra = extra
-        super().__init__(
-            f"{package} is not installed; install it with pip install 'hyperframes[{extra}]'"
-        )
+        super().__init__(f"{package} is not installed; install it with {install_hint(extra)}")
