@@ -133,7 +133,9 @@ def scan_inbox(inbox: Path, settle_s: float, stale_tmp_s: float, now: float) -> 
                     InboxEntry(
                         p,
                         "defer",
-                        f"modified {age:.1f} s ago (may still be copied; settle_s {settle_s:g})",
+                        f"modified {age:.1f} s ago, may still be copied: taken once "
+                        f"{settle_s:g} s old (batch.settle_s), in {settle_s - age:.0f} s, "
+                        "by --watch or the next run",
                     )
                 )
     return entries
@@ -272,10 +274,23 @@ def run_batch(opts: BatchOptions, *, display: BatchDisplay | None = None) -> int
         finally:
             engine.close()
             ledger.close()
+    if opts.inbox is not None and (earlier := _failed_inputs(opts.inbox)):
+        tally.notes.append(
+            f"{earlier} input(s) that failed are in {opts.inbox / FAILED_DIR}/ "
+            "(each with NAME.reason.json); they are not retried: move one back to retry it"
+        )
     display.summary(tally)
     if interrupted and not opts.watch:
         return EXIT_INTERRUPTED
     return EXIT_FAILED if tally.failed else EXIT_OK
+
+
+def _failed_inputs(inbox: Path) -> int:
+    """Inputs that earlier failures moved to ``INBOX/failed/``."""
+    try:
+        return sum(1 for p in (inbox / FAILED_DIR).iterdir() if not p.name.endswith(".json"))
+    except OSError:
+        return 0
 
 
 def _loop(

@@ -43,6 +43,8 @@ class Tally:
     kinds: dict[str, list[int]] = field(default_factory=dict)  # kind -> [bytes in, bytes out]
     psnr: dict[str, list[tuple[float, float]]] = field(default_factory=dict)  # camera -> (min, med)
     failures: list[tuple[str, str]] = field(default_factory=list)  # (input, reason)
+    waiting: list[tuple[str, str]] = field(default_factory=list)  # deferred (input, reason)
+    notes: list[str] = field(default_factory=list)  # lines after the table
     started: float = field(default_factory=time.monotonic)
 
     def add(self, outcome: dict[str, Any]) -> None:
@@ -50,7 +52,9 @@ class Tally:
         status = str(outcome.get("status", "failed"))
         self.counts[status] = self.counts.get(status, 0) + 1
         if status == "failed":
-            self.failures.append((str(outcome.get("input")), str(outcome.get("reason", "?"))))
+            self.failures.append((str(outcome.get("input")), _reason(outcome)))
+        elif status == "deferred":
+            self.waiting.append((str(outcome.get("input")), str(outcome.get("reason", ""))))
         result = outcome.get("result")
         if status != "converted" or not isinstance(result, dict):
             return
@@ -94,6 +98,16 @@ class Tally:
         return rows
 
 
+def _reason(outcome: dict[str, Any]) -> str:
+    """A failure's reason and where the input went (``INBOX/failed/...``) or why it stayed."""
+    reason = str(outcome.get("reason", "?"))
+    if outcome.get("moved_to"):
+        reason += f"; input moved to {outcome['moved_to']}"
+    elif outcome.get("move_error"):
+        reason += f"; input left in place: {outcome['move_error']}"
+    return reason
+
+
 def outcome_line(outcome: dict[str, Any]) -> str:
     """One plain line for a finished input."""
     name = Path(str(outcome.get("input", "?"))).name
@@ -110,6 +124,10 @@ def outcome_line(outcome: dict[str, Any]) -> str:
             f"converted {name}: {_mb(r['bytes_in'])} -> {_mb(r['bytes_out'])} "
             f"({_ratio(r['bytes_in'], r['bytes_out'])}){extra}, {r['seconds']:.1f} s"
         )
+    if status == "failed":
+        return f"failed {name}: {_reason(outcome)}"
+    if status == "deferred":
+        return f"waiting {name}: {outcome.get('reason', '')}"
     return f"{status} {name}: {outcome.get('reason', '')}"
 
 
@@ -216,9 +234,18 @@ class BatchDisplay:
                 table.add_row(label, value)
             for name, reason in tally.failures:
                 table.add_row(f"FAILED {Path(name).name}", reason)
-            self._rich(file=stream).print(table)
+            for name, reason in tally.waiting:
+                table.add_row(f"WAITING {Path(name).name}", reason)
+            console = self._rich(file=stream)
+            console.print(table)
+            for note in tally.notes:
+                console.print(note, highlight=False, markup=False)
             return
         for label, value in tally.rows():
             print(f"{label:<26} {value}", file=stream)
         for name, reason in tally.failures:
             print(f"FAILED {name}: {reason}", file=stream)
+        for name, reason in tally.waiting:
+            print(f"WAITING {name}: {reason}", file=stream)
+        for note in tally.notes:
+            print(note, file=stream)

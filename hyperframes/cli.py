@@ -2,7 +2,9 @@
 
 Other packages add subcommands through the ``hyperframes.commands`` entry
 point group (the recorder adds ``record``, ``check-config`` and ``sim``), so
-this core package never imports them.
+this core package never imports them. Every command, plugin or not, runs
+through :func:`hyperframes._cliutil.run_handler`: one-line errors, the exit
+codes of docs/CLI.md, quiet exit on a closed pipe.
 """
 
 from __future__ import annotations
@@ -20,6 +22,15 @@ from typing import Any
 import numpy as np
 
 from hyperframes import __version__
+from hyperframes._cliutil import (
+    EXIT_FAILED,
+    EXIT_USAGE,
+    CommandError,
+    progress,
+    progress_done,
+    run_handler,
+)
+from hyperframes._install import install_hint
 from hyperframes.errors import HyperframesError
 from hyperframes.reader import HyperframeReader
 from hyperframes.recover import recover
@@ -32,7 +43,17 @@ Handler = Callable[[argparse.Namespace], int]
 
 
 def _info(args: argparse.Namespace) -> int:
-    with HyperframeReader(args.file, verify=False) as r:
+    docs = [_info_doc(path) for path in args.files]
+    if args.json:
+        print(json.dumps(docs[0] if len(docs) == 1 else docs, indent=2))
+        return 0
+    for doc in docs:
+        _print_info(doc)
+    return 0
+
+
+def _info_doc(path: Path) -> dict[str, Any]:
+    with HyperframeReader(path, verify=False) as r:
         idx = r.index
         quarantine = r.quarantine()
         # one pass per table, not one per stream: a file may hold thousands of streams
@@ -52,7 +73,7 @@ def _info(args: argparse.Namespace) -> int:
                 }
             )
         doc: dict[str, Any] = {
-            "path": str(args.file),
+            "path": str(path),
             "file_bytes": r.path.stat().st_size,
             "metadata": r.metadata.to_dict(),
             "window_ns": r.window_ns,
@@ -64,9 +85,11 @@ def _info(args: argparse.Namespace) -> int:
             "quarantined_frames": len(quarantine),
             "streams": streams,
         }
-    if args.json:
-        print(json.dumps(doc, indent=2))
-        return 0
+    return doc
+
+
+def _print_info(doc: dict[str, Any]) -> None:
+    streams = doc["streams"]
     dur = (doc["end_ns"] - doc["start_ns"]) / 1e9
     m = doc["metadata"]
     print(
@@ -75,7 +98,7 @@ def _info(args: argparse.Namespace) -> int:
     )
     print(
         f"  {doc['windows']} windows of {doc['window_ns'] / 1e6:g} ms ({dur:.1f} s), "
-        f"{doc['frames']} frames, {doc['incomplete_windows']} incomplete windows"
+        f"{doc['frames']} frames, {_plural(doc['incomplete_windows'], 'incomplete window')}"
         + (f", {doc['quarantined_frames']} quarantined" if doc["quarantined_frames"] else "")
     )
     print(
@@ -92,12 +115,20 @@ def _info(args: argparse.Namespace) -> int:
             f"  {row['id']:>4} {row['name']:<20} {row['kind']:<7} {row['encoding']:<9} "
             f"{codec:<16} {row['frames']:>7} {row['stored_bytes'] / 1e6:>9.2f}"
         )
-    return 0
+
+
+def _plural(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
 
 
 def _verify(args: argparse.Namespace) -> int:
-    bad = 0
+    bad = missing = 0
     for path in args.files:
+        if not path.is_file():
+            missing += 1
+            what = "is not a file" if path.exists() else "does not exist"
+            print(f"error: {path}: {what} (check the path)", file=sys.stderr)
+            continue
         result = verify_file(path)
         if result.ok:
             if not args.quiet:
@@ -109,14 +140,29 @@ def _verify(args: argparse.Namespace) -> int:
             bad += 1
             for problem in result.problems:
                 print(f"FAIL {problem}", file=sys.stderr)
-    return 1 if bad else 0
+    return EXIT_FAILED if bad else EXIT_USAGE if missing else 0
 
 
 def _recover(args: argparse.Namespace) -> int:
+    if _is_finalized(args.file):
+        print(
+            f"{args.file} is finalized: nothing to recover, nothing written "
+            f"(hyperframes verify {args.file} checks every checksum)"
+        )
+        return 0
     report = recover(args.file, args.output, overwrite=args.force)  # verifies before renaming
     print(report.summary())
     print(f"verified {report.output}: {report.frames} frames, checksums match")
     return 0
+
+
+def _is_finalized(path: Path) -> bool:
+    """True when ``path`` opens as a finalized file (header, index and tables agree)."""
+    try:
+        with HyperframeReader(path, verify=False):
+            return True
+    except HyperframesError:
+        return False
 
 
 def _synth(args: argparse.Namespace) -> int:
@@ -124,18 +170,17 @@ def _synth(args: argparse.Namespace) -> int:
     out = Path(args.output)
     if out.exists():
         if not args.force:
-            print(f"error: {out} exists (use --force to replace it)", file=sys.stderr)
-            return 2
+            raise CommandError(f"{out}: already exists (use --force to replace it)")
         out.unlink()
     t0 = time.monotonic()
 
-    def progress(done_s: float) -> None:
+    def on_progress(done_s: float) -> None:
         if not args.quiet:
-            print(f"\r  {done_s:.0f}/{args.seconds:g} s", end="", file=sys.stderr, flush=True)
+            progress(f"{done_s:.0f}/{args.seconds:g} s")
 
-    n = write_synthetic(str(out), prof, args.seconds, seed=args.seed, progress=progress)
+    n = write_synthetic(str(out), prof, args.seconds, seed=args.seed, progress=on_progress)
     if not args.quiet:
-        print(file=sys.stderr)
+        progress_done()
     print(
         f"wrote {out}: profile {prof.name}, {args.seconds:g} s, {n} frames, "
         f"{out.stat().st_size / 1e6:.1f} MB in {time.monotonic() - t0:.1f} s"
@@ -152,9 +197,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    p = sub.add_parser("info", help="summarise a file: streams, windows, frames, sizes")
-    p.add_argument("file", type=Path)
-    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p = sub.add_parser("info", help="summarise files: streams, windows, frames, sizes")
+    p.add_argument("files", nargs="+", type=Path, metavar="FILE")
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="machine-readable output (an object; a list of them for several files)",
+    )
     p.set_defaults(handler=_info)
 
     p = sub.add_parser("verify", help="check structure and every checksum; exit 1 on a problem")
@@ -162,7 +211,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-q", "--quiet", action="store_true", help="print problems only")
     p.set_defaults(handler=_verify)
 
-    p = sub.add_parser("recover", help="salvage the complete windows of an unfinalized .tmp")
+    p = sub.add_parser(
+        "recover",
+        help="salvage the complete windows of an unfinalized .tmp (a finalized file: "
+        "says so, writes nothing)",
+    )
     p.add_argument("file", type=Path, metavar="FILE.tmp")
     p.add_argument("-o", "--output", type=Path, help="output path (default: FILE without .tmp)")
     p.add_argument("-f", "--force", action="store_true", help="replace an existing output")
@@ -197,11 +250,11 @@ _EXTRA_OF = {"recorder": "recorder", "convert": "converter", "mcap": "mcap", "vi
 
 def _unavailable(name: str, missing: str) -> Handler:
     extra = _EXTRA_OF.get(name)
-    how = f"pip install 'hyperframes[{extra}]'" if extra else f"pip install {missing}"
+    how = install_hint(extra) if extra else f"pip install {missing}"
 
     def handler(_args: argparse.Namespace) -> int:
         print(f"error: '{name}' needs {missing}; install it with {how}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
 
     return handler
 
@@ -214,19 +267,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     handler: Handler = args.handler
-    try:
-        return handler(args)
-    except HyperframesError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    except (FileNotFoundError, FileExistsError, IsADirectoryError, PermissionError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        return 130
+    return run_handler(handler, args, verbose=args.verbose)
 
 
 if __name__ == "__main__":

@@ -7,7 +7,9 @@ reader may serve several threads. It cannot be pickled: open one per process
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -93,19 +95,79 @@ class Frame:
                 f"frame of stream {s.id} ({s.name}) at t={self.timestamp_ns} ns: {exc}",
             ) from None
 
+    def image(self) -> np.ndarray:
+        """A ``jpeg`` or ``png`` camera frame as an ``(H, W, 3)`` uint8 RGB array (decoded).
+
+        Uses :func:`hyperframes.images.decode_image` (simplejpeg when
+        installed, else Pillow). Raises :class:`CorruptFileError` when the
+        payload does not decode, ValueError for a stream of another encoding.
+        """
+        from hyperframes.images import IMAGE_ENCODINGS, decode_image  # noqa: PLC0415 - PIL
+
+        s = self.stream
+        if s.encoding not in IMAGE_ENCODINGS:
+            raise ValueError(
+                f"stream {s.name!r} holds {s.encoding!r}, not an image (jpeg, png); "
+                "array streams: Frame.array(); H.265: hyperframes.video"
+            )
+        try:
+            return decode_image(self.data, s.encoding)
+        except ValueError as exc:
+            raise CorruptFileError(
+                self.path or "<frame>",
+                f"frame of stream {s.id} ({s.name}) at t={self.timestamp_ns} ns: {exc}",
+            ) from None
+
+    def __repr__(self) -> str:
+        return (
+            f"Frame({self.stream.name!r}, t={self.timestamp_ns}, #{self.stream_index}, "
+            f"{self.data.nbytes} bytes{', keyframe' if self.keyframe else ''})"
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class Hyperframe:
-    """All frames of one window, per stream in timestamp order."""
+    """All frames of one window, per stream in timestamp order.
+
+    ``hf[stream]`` takes a stream id or name and gives that stream's frames
+    in this window (``[]`` when it has none here); a name or id the file
+    does not have raises KeyError listing the streams. ``frames`` maps
+    stream ids to frames; ``missing`` lists the ids the recorder expected
+    but did not get for this window.
+    """
 
     window_id: int
     start_ns: int  # exclusive
     end_ns: int  # inclusive
     frames: dict[int, list[Frame]]
     missing: tuple[int, ...] = field(default=())
+    #: the file's streams by name (for ``hf["cam_front"]``); empty: only ids are checked
+    names: dict[str, int] = field(default_factory=dict, repr=False, compare=False)
 
-    def __getitem__(self, stream_id: int) -> list[Frame]:
-        return self.frames.get(stream_id, [])
+    def __getitem__(self, stream: int | str) -> list[Frame]:
+        if isinstance(stream, str):
+            if stream not in self.names:
+                raise KeyError(
+                    f"window {self.window_id}: no stream named {stream!r}; "
+                    f"streams: {sorted(self.names)}"
+                )
+            return self.frames.get(self.names[stream], [])
+        if self.names and stream not in self.names.values() and stream not in self.frames:
+            ids = {i: n for n, i in self.names.items()}
+            raise KeyError(
+                f"window {self.window_id}: no stream id {stream}; streams: "
+                + ", ".join(f"{i} ({ids[i]})" for i in sorted(ids))
+            )
+        return self.frames.get(stream, [])
+
+    def __repr__(self) -> str:
+        counts = ", ".join(
+            f"{fs[0].stream.name}: {len(fs)}" for _, fs in sorted(self.frames.items()) if fs
+        )
+        return (
+            f"Hyperframe(window {self.window_id}, ({self.start_ns}, {self.end_ns}] ns, "
+            f"{{{counts}}}" + (f", missing {list(self.missing)}" if self.missing else "") + ")"
+        )
 
 
 class HyperframeReader:
@@ -140,6 +202,8 @@ class HyperframeReader:
         self.threads = default_threads() if threads is None else threads
         self._fd = os.open(self._name, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
         try:
+            if stat.S_ISDIR(os.fstat(self._fd).st_mode):  # else a nameless EISDIR on read
+                raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), self._name)
             self._s: Structure = load_structure(self._fd, self._name)
         except BaseException:
             os.close(self._fd)
@@ -412,13 +476,16 @@ class HyperframeReader:
             end_ns=window_end(wid, self.window_ns),
             frames=frames,
             missing=self._s.meta.missing.get(wid, ()),
+            names=self._by_name,
         )
 
     def __iter__(self) -> Iterator[Hyperframe]:
+        """Every window in time order, as :meth:`get_window` gives them (one read each)."""
         for i in range(self.window_count()):
             yield self.get_window(i)
 
     def __len__(self) -> int:
+        """The number of windows (what ``for hf in reader`` yields), not frames."""
         return self.window_count()
 
     # --- lifecycle --------------------------------------------------------

@@ -11,7 +11,14 @@ from collections.abc import Iterable
 from hyperframes import errors as hf_errors
 from hyperframes.errors import HyperframesError
 
-__all__ = ["RecorderError", "ConfigError", "WireError", "UnknownStreamError", "SimError"]
+__all__ = [
+    "RecorderError",
+    "ConfigError",
+    "WireError",
+    "UnknownStreamError",
+    "SimError",
+    "EndpointError",
+]
 
 
 class RecorderError(HyperframesError):
@@ -46,3 +53,15 @@ class UnknownStreamError(RecorderError, ValueError):
 
 class SimError(RecorderError, RuntimeError):
     """The simulation cannot start or cannot go on (bad option, recorder not reachable)."""
+
+
+class EndpointError(RecorderError, OSError):
+    """An ingest socket cannot bind or connect its endpoint (in use, bad address).
+
+    ``socket`` is the socket's name in the config, ``endpoint`` its address.
+    """
+
+    def __init__(self, socket: str, endpoint: str, what: str) -> None:
+        self.socket = socket
+        self.endpoint = endpoint
+        super().__init__(f"zmq socket {socket!r}: {endpoint}: {what}")

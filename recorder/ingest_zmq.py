@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import logging
 import time
 from collections.abc import Iterable
@@ -28,6 +29,7 @@ import zmq
 import zmq.asyncio
 
 from recorder.config import StreamConfig, ZmqSocketConfig
+from recorder.errors import EndpointError
 from recorder.ingest import FrameRouter, IngestFrame
 from recorder.metrics import RecorderStats
 
@@ -79,9 +81,16 @@ class ZmqSource:
             else:
                 sock.connect(c.endpoint)
                 self.endpoint = c.endpoint
-        except zmq.ZMQError:
+        except zmq.ZMQError as exc:
             sock.close(0)
-            raise
+            if exc.errno == errno.EADDRINUSE:
+                what = (
+                    "address already in use: is another recorder running? Stop it, "
+                    "or give zmq.endpoint another port in the config"
+                )
+            else:
+                what = f"cannot {'bind' if c.bind else 'connect'}: {exc.strerror}"
+            raise EndpointError(c.name, c.endpoint, what) from None
         self._sock = sock
         self._raw = zmq.Socket.shadow(sock.underlying)
         _log.info("zmq %s: %s %s %s", c.name, c.socket, "bound" if c.bind else "connected to",

@@ -85,10 +85,18 @@ class ZmqPublisher:
         sock.setsockopt(zmq.SNDTIMEO, -1 if send_timeout_ms is None else send_timeout_ms)
         if socket_type == "pub":
             sock.setsockopt(zmq.XPUB_NODROP, 1)
-        if bind:
-            sock.bind(endpoint)
-        else:
-            sock.connect(endpoint)
+        # connection events, so a caller can tell "nobody is listening" (ZMQ queues silently)
+        self._monitor = sock.get_monitor_socket(zmq.EVENT_CONNECTED | zmq.EVENT_ACCEPTED)
+        self._peer_seen = False
+        try:
+            if bind:
+                sock.bind(endpoint)
+            else:
+                sock.connect(endpoint)
+        except zmq.ZMQError:
+            self._monitor.close(0)
+            sock.close(0)
+            raise
         self._sock = sock
 
     def send(
@@ -122,9 +130,28 @@ class ZmqPublisher:
             ) from None
         return number
 
-    def close(self) -> None:
-        """Close the socket, waiting up to ``linger_ms`` for queued frames."""
-        self._sock.close()
+    def peer_seen(self) -> bool:
+        """True once a peer (the recorder) has connected to this socket, now or earlier.
+
+        ZeroMQ queues frames for an endpoint nobody listens on without an
+        error; this tells the two cases apart (a TCP or IPC connection was
+        made; for PUB it does not prove that the peer subscribed).
+        """
+        while not self._peer_seen:
+            try:
+                self._monitor.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                break
+            except zmq.ZMQError:  # closed
+                break
+            self._peer_seen = True
+        return self._peer_seen
+
+    def close(self, linger_ms: int | None = None) -> None:
+        """Close the socket, waiting up to ``linger_ms`` (default: the constructor's) for
+        queued frames; 0 drops them."""
+        self._monitor.close(0)
+        self._sock.close(linger_ms)
 
     def __enter__(self) -> ZmqPublisher:
         return self

@@ -118,6 +118,8 @@ class SimResult:
     rate_scale: float
     seconds: float | None
     stopped_early: bool = False
+    #: ZMQ endpoints no recorder ever connected to: what was sent there reached nobody
+    unheard: tuple[str, ...] = ()
 
     @property
     def sent(self) -> dict[str, int]:
@@ -152,6 +154,11 @@ class SimResult:
                 f"  {s.name:<20} {s.transport:<9} {s.sent:>8} {s.dropped:>8} "
                 f"{target_txt:>10} {(s.sent + s.dropped) / wall:>12.1f}"
             )
+        lines.extend(
+            f"sim: nothing ever connected to {ep}: no recorder received the frames sent there "
+            "(start `hyperframes record` first)"
+            for ep in self.unheard
+        )
         return "\n".join(lines)
 
 
@@ -352,13 +359,17 @@ async def simulate(
     crc: bool = True,
     block_timeout_s: float = 30.0,
     pub_settle_s: float = 0.5,
+    listen_wait_s: float = 1.0,
     stop: asyncio.Event | None = None,
 ) -> SimResult:
     """Publish synthetic frames for every stream of ``config``; see the module doc.
 
     ``seconds`` of sensor time (``None``: until ``stop`` is set);
     ``start_ns`` fixes the capture-time origin (default: ``time.time_ns()``
-    when sending begins); ``crc`` sets the wire payload CRC. Returns once
+    when sending begins); ``crc`` sets the wire payload CRC. A ZMQ endpoint
+    that nothing connects to within ``listen_wait_s`` gets a warning on
+    stderr, and :attr:`SimResult.unheard` lists those nothing ever connected
+    to (their frames were dropped at the end). Returns once
     every frame has been handed to its transport and flushed (ZMQ sockets
     closed with linger, MQTT publishes acknowledged for QoS >= 1).
     """
@@ -412,6 +423,7 @@ async def simulate(
                     raise SimError(f"mqtt broker {mq.host}:{mq.port}: {exc}") from None
             if any(p.socket_type == "pub" for p in tr.zmq.values()):
                 await asyncio.sleep(pub_settle_s)  # let the subscription reach the PUB
+            await _warn_if_unheard(tr.zmq.values(), listen_wait_s)
 
             t0 = time.monotonic()
             origin = time.time_ns() if start_ns is None else start_ns
@@ -429,8 +441,9 @@ async def simulate(
             task.cancel()
         tr.context.destroy(linger=0)  # failing: do not wait for queued frames
         raise
+    unheard = tuple(p.endpoint for p in tr.zmq.values() if not p.peer_seen())
     for pub in tr.zmq.values():
-        pub.close()
+        pub.close(None if pub.peer_seen() else 0)  # queued for nobody: do not wait
     # term() waits (up to the linger) until queued frames reached the recorder
     await asyncio.to_thread(tr.context.term)
     return SimResult(
@@ -440,7 +453,24 @@ async def simulate(
         rate_scale,
         seconds,
         stopped_early,
+        unheard,
     )
+
+
+async def _warn_if_unheard(pubs: Iterable[ZmqPublisher], wait_s: float) -> None:
+    """Wait up to ``wait_s`` for every ZMQ peer; log the endpoints nobody connected to."""
+    pending = list(pubs)
+    deadline = time.monotonic() + wait_s
+    while pending and time.monotonic() < deadline:
+        await asyncio.sleep(0.02)
+        pending = [p for p in pending if not p.peer_seen()]
+    for p in pending:
+        print(
+            f"sim: warning: nothing is listening on {p.endpoint} yet (is the recorder running?); "
+            "sending anyway, ZeroMQ delivers if it connects",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 async def _run(
@@ -599,7 +629,7 @@ def run_sim(config: VehicleConfig | str | Path, args: argparse.Namespace) -> int
     except KeyboardInterrupt:
         return 130
     print(result.summary(), flush=True)
-    return 0
+    return 1 if result.unheard else 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -85,4 +85,4 @@ def test_recover_of_nothing_fails(tmp_path: Path) -> None:
 
 def test_reading_unfinalized_file_says_what_to_do(tmp_path: Path) -> None:
     r = run("info", str(g.GOLDEN / "tiny-v1-crashed.hf.tmp"))
-    assert r.returncode == 1 and "hyperframes recover" in r.stderr
+    assert r.returncode == 2 and "hyperframes recover" in r.stderr

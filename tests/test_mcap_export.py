@@ -221,7 +221,7 @@ def test_command_line(demo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[
                  "--to", "1.5", "-q"]) == 0  # fmt: skip
     assert "/imu" in capsys.readouterr().out
     assert len(_read_back(out)["/imu"]) == 100
-    assert main(["export", str(demo), "--mcap", str(out), "-q"]) == 1  # exists
+    assert main(["export", str(demo), "--mcap", str(out), "-q"]) == 2  # exists
     assert "already exists" in capsys.readouterr().err
     assert main(["export", str(demo), "--mcap", str(out), "-q", "--force"]) == 0
 
@@ -230,6 +230,6 @@ def test_without_the_mcap_library_the_command_names_the_extra(
     demo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setitem(sys.modules, "mcap", None)  # as if it were not installed
-    assert main(["export", str(demo), "--mcap", str(tmp_path / "x.mcap")]) == 1
-    assert "pip install 'hyperframes[mcap]'" in capsys.readouterr().err
+    assert main(["export", str(demo), "--mcap", str(tmp_path / "x.mcap")]) == 2
+    assert "pip install 'hyperframes-sensors[mcap]'" in capsys.readouterr().err
     assert list(tmp_path.iterdir()) == []

@@ -150,7 +150,7 @@ def test_plot_command_line(faulty: tuple[Path, RecordingFacts], tmp_path: Path,
     out = tmp_path / "t.png"
     assert main(["plot", str(faulty[0]), "-o", str(out), "--from", "0.5", "--to", "1.2"]) == 0
     assert "3 streams" in capsys.readouterr().out and out.exists()
-    assert main(["plot", str(faulty[0]), "-o", str(tmp_path / "e.png"), "--from", "9"]) == 1
+    assert main(["plot", str(faulty[0]), "-o", str(tmp_path / "e.png"), "--from", "9"]) == 2
     assert "empty time range" in capsys.readouterr().err
     assert not (tmp_path / "e.png").exists()
 
@@ -192,6 +192,6 @@ def test_without_matplotlib_the_command_names_the_extra(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # as if it were not installed
-    assert main(["plot", str(faulty[0]), "-o", str(tmp_path / "t.png")]) == 1
-    assert "pip install 'hyperframes[viz]'" in capsys.readouterr().err
+    assert main(["plot", str(faulty[0]), "-o", str(tmp_path / "t.png")]) == 2
+    assert "pip install 'hyperframes-sensors[viz]'" in capsys.readouterr().err
     assert list(tmp_path.iterdir()) == []

@@ -8,10 +8,10 @@ when a command runs; without it the command says which extra to install.
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 from typing import Any
 
+from hyperframes._cliutil import progress, progress_done
 from hyperframes.mcap.errors import MissingExtraError
 
 __all__ = ["register", "parse_mapping"]
@@ -41,20 +41,20 @@ def _export(args: argparse.Namespace) -> int:
     _require_mcap()
     from hyperframes.mcap.export import export_mcap  # noqa: PLC0415
     from hyperframes.reader import HyperframeReader  # noqa: PLC0415
-    from hyperframes.viz.timearg import parse_time  # noqa: PLC0415
+    from hyperframes.viz.timearg import parse_range  # noqa: PLC0415
 
     start = end = None
     if args.start is not None or args.end is not None:
-        origin = None
+        first, last = [], []
         for path in args.files:
             with HyperframeReader(path, verify=False) as r:
-                origin = r.start_ns if origin is None else min(origin, r.start_ns)
-        start = parse_time(args.start, origin or 0) if args.start is not None else None
-        end = parse_time(args.end, origin or 0) if args.end is not None else None
+                first.append(r.start_ns)
+                last.append(r.end_ns)
+        start, end = parse_range(args.start, args.end, min(first), max(last))
 
-    def progress(done: float) -> None:
+    def on_progress(done: float) -> None:
         if not args.quiet:
-            print(f"\r  {done * 100:.0f}%", end="", file=sys.stderr, flush=True)
+            progress(f"{done * 100:.0f}%")
 
     report = export_mcap(
         args.files,
@@ -66,10 +66,10 @@ def _export(args: argparse.Namespace) -> int:
         chunk_size=int(args.chunk_mb * (1 << 20)),
         events=not args.no_events,
         overwrite=args.force,
-        progress=progress,
+        progress=on_progress,
     )
     if not args.quiet:
-        print(file=sys.stderr)
+        progress_done()
     print(report.summary())
     return 0
 

@@ -17,6 +17,7 @@ and computes, against one reference stream:
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -287,6 +288,9 @@ def sync_report(
     anchor: Anchor = "start",
     allow_mixed_clocks: bool = False,
     edges_ns: tuple[int, ...] = DEFAULT_EDGES_NS,
+    others: Sequence[int | str] | None = None,
+    start_ns: int | None = None,
+    end_ns: int | None = None,
 ) -> SyncReport:
     """The sync report of ``reader``'s file against stream ``ref`` (see the module docstring).
 
@@ -294,13 +298,23 @@ def sync_report(
     table's durations; ``anchor`` says what a timestamp marks) instead of
     instants. Matches further than ``tolerance_ns`` count as unmatched. Pairs
     whose clocks differ are listed unmatched unless ``allow_mixed_clocks``.
+    ``others`` limits the pairs to these streams (default: every other one);
+    ``start_ns``/``end_ns`` limit both sides to frames stamped in that range
+    (inclusive).
     """
     if method not in ("nearest", "interval"):
         raise ValueError(f"method must be 'nearest' or 'interval', got {method!r}")
     ref_info = reader.stream(ref)
     index = reader.index
     path = str(reader.path)
-    ref_rows = np.flatnonzero(index["stream_id"] == ref_info.id)
+    stamps = index["timestamp_ns"]
+    in_range = np.ones(len(index), bool)
+    if start_ns is not None:
+        in_range &= stamps >= start_ns
+    if end_ns is not None:
+        in_range &= stamps <= end_ns
+    ref_rows = np.flatnonzero((index["stream_id"] == ref_info.id) & in_range)
+    wanted = None if others is None else {reader.stream(o).id for o in others}
     streams = _stream_reports(reader)
     notes: list[str] = []
     if method == "interval":
@@ -313,9 +327,9 @@ def sync_report(
             )
     pairs = []
     for sid, info in reader.streams.items():
-        if sid == ref_info.id:
+        if sid == ref_info.id or (wanted is not None and sid not in wanted):
             continue
-        rows = np.flatnonzero(index["stream_id"] == sid)
+        rows = np.flatnonzero((index["stream_id"] == sid) & in_range)
         ref_flags, flags = index["flags"][ref_rows], index["flags"][rows]
         try:
             clocks = check_clocks(

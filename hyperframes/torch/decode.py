@@ -13,54 +13,18 @@ H.265 is decoded through the video layer (:mod:`hyperframes.torch.video`).
 
 from __future__ import annotations
 
-import importlib
-import io
-import logging
-from types import ModuleType
-from typing import Literal
-
 import numpy as np
-from PIL import Image
 
+from hyperframes.images import IMAGE_ENCODINGS, decode_image, jpeg_backend
 from hyperframes.reader import Frame
 from hyperframes.streams import StreamInfo
 
 __all__ = ["IMAGE_ENCODINGS", "is_image", "decode_image", "decode_frame", "jpeg_backend"]
 
-log = logging.getLogger(__name__)
-IMAGE_ENCODINGS = frozenset({"jpeg", "png"})
-_simplejpeg: ModuleType | Literal[False] | None = False  # False: not looked up yet
-
-
-def _sj() -> ModuleType | None:
-    global _simplejpeg  # noqa: PLW0603 - one import attempt per process
-    if _simplejpeg is False:
-        try:
-            _simplejpeg = importlib.import_module("simplejpeg")
-        except ImportError:
-            _simplejpeg = None
-            log.info("simplejpeg not installed: decoding JPEG with Pillow (slower)")
-    return _simplejpeg
-
-
-def jpeg_backend() -> str:
-    """``"simplejpeg"`` or ``"pillow"``: what :func:`decode_image` uses for JPEG here."""
-    return "simplejpeg" if _sj() is not None else "pillow"
-
 
 def is_image(stream: StreamInfo) -> bool:
     """True for encodings decoded to an image here (JPEG, PNG)."""
     return stream.encoding in IMAGE_ENCODINGS
-
-
-def decode_image(data: np.ndarray, encoding: str) -> np.ndarray:
-    """Decode JPEG or PNG bytes to an ``(H, W, 3)`` uint8 RGB array."""
-    sj = _sj() if encoding == "jpeg" else None
-    if sj is not None:
-        rgb: np.ndarray = sj.decode_jpeg(data, colorspace="RGB")
-        return rgb
-    with Image.open(io.BytesIO(data.tobytes())) as img:
-        return np.array(img.convert("RGB"))  # a writable copy (asarray is read-only)
 
 
 def _raw_image(frame: Frame) -> np.ndarray:

@@ -25,7 +25,7 @@ from hyperframes._io import atomic_output
 from hyperframes.reader import HyperframeReader
 from hyperframes.viz.errors import MissingExtraError
 from hyperframes.viz.facts import facts_from_reader, merge_facts
-from hyperframes.viz.timearg import parse_time
+from hyperframes.viz.timearg import parse_range
 from hyperframes.viz.timeline import SyncPanel, Timeline, build_timeline
 
 if TYPE_CHECKING:
@@ -232,9 +232,18 @@ def draw_timeline(tl: Timeline) -> Figure:
     return fig
 
 
-def sync_panels(readers: Sequence[HyperframeReader], ref: str) -> tuple[list[SyncPanel], str]:
+def sync_panels(
+    readers: Sequence[HyperframeReader],
+    ref: str,
+    *,
+    others: Sequence[str] | None = None,
+    start_ns: int | None = None,
+    end_ns: int | None = None,
+) -> tuple[list[SyncPanel], str]:
     """Alignment-error histograms against ``ref`` from ``hyperframes.sync`` (summed over files).
 
+    ``others`` (default: every other stream) and ``start_ns``/``end_ns`` are
+    those of the plot, so the histograms describe what the plot shows.
     Returns the panels and a note (empty, or why there are none).
     """
     try:
@@ -243,7 +252,11 @@ def sync_panels(readers: Sequence[HyperframeReader], ref: str) -> tuple[list[Syn
         return [], "--sync: hyperframes.sync is not available in this installation"
     merged: dict[str, SyncPanel] = {}
     for r in readers:
-        report = sync_report(r, ref)
+        if ref not in {s.name for s in r.streams.values()}:
+            continue  # a segment without the reference stream
+        names = {s.name for s in r.streams.values()}
+        mine = None if others is None else [n for n in others if n in names]
+        report = sync_report(r, ref, others=mine, start_ns=start_ns, end_ns=end_ns)
         for pair in report.pairs:
             if pair.stats is None:
                 merged.setdefault(
@@ -286,13 +299,15 @@ def plot_files(
     with contextlib.ExitStack() as stack:
         readers = [stack.enter_context(HyperframeReader(p, verify=False)) for p in files]
         facts = merge_facts([facts_from_reader(r) for r in readers])
-        lo = parse_time(start, facts.start_ns) if start is not None else None
-        hi = parse_time(end, facts.start_ns) if end is not None else None
+        lo, hi = parse_range(start, end, facts.start_ns, facts.end_ns)
+        for name in streams or ():
+            facts.stream(name)  # KeyError naming the streams when unknown
         panels: list[SyncPanel] = []
         note = ""
         if sync_ref is not None:
-            facts.stream(sync_ref)  # KeyError naming the streams when unknown
-            panels, note = sync_panels(readers, sync_ref)
+            facts.stream(sync_ref)
+            others = [n for n in streams if n != sync_ref] if streams else None
+            panels, note = sync_panels(readers, sync_ref, others=others, start_ns=lo, end_ns=hi)
     tl = build_timeline(facts, streams=streams, start_ns=lo, end_ns=hi, sync=panels)
     if note:
         tl = dataclasses.replace(tl, notes=(*tl.notes, note))

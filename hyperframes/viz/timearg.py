@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import re
 
-__all__ = ["parse_time"]
+__all__ = ["parse_time", "parse_range"]
 
 _SECONDS = re.compile(r"^\+?(\d+(\.\d*)?|\.\d+)s?$")
 _NS_DIGITS = 13  # an integer this long is an absolute time in ns (after 1970-01-01 00:16:40)
@@ -39,3 +39,27 @@ def parse_time(text: str, origin_ns: int) -> int:
         when = when.replace(tzinfo=dt.UTC)
     delta = when - dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
     return (delta.days * 86_400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1_000
+
+
+def parse_range(
+    start: str | None, end: str | None, first_ns: int, last_ns: int
+) -> tuple[int | None, int | None]:
+    """``--from``/``--to`` of a recording spanning ``first_ns .. last_ns``, as ns (or None).
+
+    Seconds count from ``first_ns``. Raises ValueError in the user's own
+    terms (the text given, seconds from the start) when the range is empty
+    or misses the recording.
+    """
+    lo = parse_time(start, first_ns) if start is not None else None
+    hi = parse_time(end, first_ns) if end is not None else None
+    length = f"{(last_ns - first_ns) / 1e9:.3f}".rstrip("0").rstrip(".")
+    if lo is not None and lo > last_ns:
+        raise ValueError(
+            f"--from {start}: after the end of the recording, which lasts {length} s "
+            f"(give seconds from its start, 0 to {length})"
+        )
+    if hi is not None and hi < first_ns:
+        raise ValueError(f"--to {end}: before the start of the recording (it lasts {length} s)")
+    if lo is not None and hi is not None and hi <= lo:
+        raise ValueError(f"--to {end} is not after --from {start}")
+    return lo, hi
