@@ -232,7 +232,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-q", "--quiet", action="store_true", help="no progress output")
     p.set_defaults(handler=_synth)
 
+    seen: set[str] = set()
     for ep in entry_points(group="hyperframes.commands"):
+        # the same plugin twice: two installs of this project (say, the old distribution
+        # name hyperframes beside hyperframes-sensors); the first one found wins
+        if ep.name in seen:
+            continue
+        seen.add(ep.name)
         try:
             register = ep.load()
         except ImportError as exc:  # an optional extra is missing: say how to get it

@@ -51,9 +51,16 @@ install_torch() {
         .venv/bin/python -m pip install -q "torch==$torch_version"
     fi
 }
+# before 0.2 the distribution was called hyperframes (on the index that name is another
+# project): an old editable install would register every command twice
+uninstall_old() {
+    if .venv/bin/python -m pip show -q hyperframes >/dev/null 2>&1; then
+        .venv/bin/python -m pip uninstall -q -y hyperframes
+    fi
+}
 # quiet unless something fails: then show pip's whole output (notes go to fd 3, the terminal)
 exec 3>&2
-if ! { .venv/bin/python -m pip install -q --upgrade pip && install_torch &&
+if ! { .venv/bin/python -m pip install -q --upgrade pip && uninstall_old && install_torch &&
        .venv/bin/python -m pip install -q -e ".[$extras]"; } >"$log" 2>&1; then
     cat "$log" >&2
     echo "setup: pip install failed (output above)" >&2

@@ -66,7 +66,9 @@ def test_contact_sheet_of_a_demo_window(demo: Path, tmp_path: Path) -> None:
     with Image.open(out) as img:
         assert img.format == "PNG" and img.width > 600
     images = sum(len(row) for row in sheet.cameras)
-    assert f"window {sheet.window_id}, {images} camera frames, 3 other panels" in str(result)
+    assert f"window 3 (id {sheet.window_id}), {images} camera frames, 3 other panels" in str(
+        result
+    )
 
 
 def test_missing_streams_and_window_range(tmp_path: Path) -> None:

@@ -151,7 +151,7 @@ def test_plot_command_line(faulty: tuple[Path, RecordingFacts], tmp_path: Path,
     assert main(["plot", str(faulty[0]), "-o", str(out), "--from", "0.5", "--to", "1.2"]) == 0
     assert "3 streams" in capsys.readouterr().out and out.exists()
     assert main(["plot", str(faulty[0]), "-o", str(tmp_path / "e.png"), "--from", "9"]) == 2
-    assert "empty time range" in capsys.readouterr().err
+    assert "--from 9: after the end of the recording, which lasts 2 s" in capsys.readouterr().err
     assert not (tmp_path / "e.png").exists()
 
 

@@ -105,14 +105,34 @@ class ContactSheet:
     cameras: tuple[tuple[ImagePanel, ...], ...]  # one tuple per camera stream
     others: tuple[Panel, ...]
     missing: tuple[str, ...] = field(default=())  # streams without a frame in this window
+    position: int | None = None  # the window's 0-based position in the file (``--window``)
+    windows: int = 0  # windows in the file
+    origin_ns: int | None = None  # the recording's start (times are shown from it)
+
+    def heading(self) -> str:
+        """The sheet's title: file, window position and id, time from the recording start."""
+        where = (
+            f"window {self.position} of {self.windows} (id {self.window_id})"
+            if self.position is not None
+            else f"window {self.window_id}"
+        )
+        ms = (self.end_ns - self.start_ns) / 1e6
+        origin = self.origin_ns
+        span = (
+            f"{(self.start_ns - origin) / 1e9:.3f}-{(self.end_ns - origin) / 1e9:.3f} s "
+            f"from the recording start ({ms:g} ms)"
+            if origin is not None
+            else f"({self.start_ns}, {self.end_ns}] ns ({ms:g} ms)"
+        )
+        return f"{self.title}: {where}, {span}"
 
 
 def caption(f: Frame, start_ns: int, extra: str = "") -> str:
-    """``name #index`` and ``t=… ns (+… ms)`` from the window start."""
+    """``name #index`` and ``+… ms`` into the window (``t=… ns`` after it, for lookups)."""
     offset = (f.timestamp_ns - start_ns) / 1e6
     flags = "".join((" LATE" if f.late else "", " host-clock" if not f.hardware_timestamp else ""))
     return (
-        f"{f.stream.name} #{f.stream_index}{flags}{extra}\nt={f.timestamp_ns} ns (+{offset:.1f} ms)"
+        f"{f.stream.name} #{f.stream_index}{flags}{extra}\n+{offset:.1f} ms (t={f.timestamp_ns} ns)"
     )
 
 
@@ -258,13 +278,13 @@ def _others(stream: StreamInfo, frames: list[Frame], start_ns: int) -> list[Pane
         values = np.stack([f.array() for f in frames])
         first, last = frames[0], frames[-1]
         cap = (
-            f"{stream.name} #{first.stream_index}..#{last.stream_index}, {len(frames)} samples\n"
-            f"t={first.timestamp_ns}..{last.timestamp_ns} ns"
+            f"{stream.name} #{first.stream_index}..#{last.stream_index}, {len(frames)} samples, "
+            f"+{t[0]:.1f}..+{t[-1]:.1f} ms"
         )
         return [
-            TracePanel(stream.name, cap + " (accel)",
+            TracePanel(stream.name, cap + "\naccelerometer",
                        t, {a: values[:, k] for k, a in enumerate(("ax", "ay", "az"))}, "m/s²"),
-            TracePanel(stream.name, cap + " (gyro)",
+            TracePanel(stream.name, cap + "\ngyroscope",
                        t, {a: values[:, 3 + k] for k, a in enumerate(("gx", "gy", "gz"))}, "rad/s"),
         ]  # fmt: skip
     lines = tuple(
@@ -282,11 +302,15 @@ def build_sheet(
     *,
     title: str = "",
     video: VideoDecoder | None = None,
+    position: int | None = None,
+    windows: int = 0,
+    origin_ns: int | None = None,
 ) -> ContactSheet:
     """The contact sheet of ``hf`` for ``streams`` (in that order); see the module docstring.
 
     ``video`` decodes H.264/H.265/AV1 camera frames; without it they show a
-    "decoder unavailable" placeholder.
+    "decoder unavailable" placeholder. ``position``, ``windows`` and
+    ``origin_ns`` (the recording's start) go into the heading.
     """
     cameras: list[tuple[ImagePanel, ...]] = []
     others: list[Panel] = []
@@ -311,4 +335,7 @@ def build_sheet(
         cameras=tuple(cameras),
         others=tuple(others),
         missing=tuple(missing),
+        position=position,
+        windows=windows,
+        origin_ns=origin_ns,
     )

@@ -63,6 +63,8 @@ class RecordingFacts:
     missing: dict[int, tuple[int, ...]]  # window id -> stream ids without an on-time frame
     streams: tuple[StreamFacts, ...]
     quarantined: tuple[QuarantinedFrame, ...] = field(default=())
+    #: where each file after the first begins (its first window), for merged files
+    segment_starts: tuple[int, ...] = field(default=())
 
     def stream(self, name: str) -> StreamFacts:
         """A stream by name (KeyError listing the names otherwise)."""
@@ -182,4 +184,7 @@ def merge_facts(parts: Sequence[RecordingFacts]) -> RecordingFacts:
         missing={k: tuple(sorted(v)) for k, v in sorted(missing.items())},
         streams=tuple(streams),
         quarantined=tuple(quarantined),
+        segment_starts=tuple(
+            int(p.window_ids[0]) * window_ns if len(p.window_ids) else p.start_ns for p in parts[1:]
+        ),
     )

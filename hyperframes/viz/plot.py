@@ -37,6 +37,7 @@ __all__ = [
     "PlotResult",
     "require_matplotlib",
     "draw_timeline",
+    "legend_labels",
     "plot_files",
     "sync_panels",
 ]
@@ -136,6 +137,10 @@ def _draw_lanes(ax: Axes, tl: Timeline) -> None:
         if len(lane.quarantined):
             ax.scatter(_s(tl, lane.quarantined), np.full(len(lane.quarantined), y), marker="x",
                        s=40, color=COLOURS["quarantined"], zorder=6)  # fmt: skip
+    for k, t in enumerate(tl.segment_starts):
+        x = float(_s(tl, t))
+        ax.axvline(x, color="black", lw=1.2, ls="--", zorder=7)
+        ax.text(x, n - 0.35, f" file {k + 2}", fontsize=7, va="bottom", ha="left")
     ax.set_yticks(range(n))
     ax.set_yticklabels(
         [
@@ -149,21 +154,44 @@ def _draw_lanes(ax: Axes, tl: Timeline) -> None:
     ax.set_xlabel("seconds from the recording start")
 
 
-def _legend(ax: Axes) -> None:
+def legend_labels(tl: Timeline) -> list[str]:
+    """The markers the timeline draws, in legend order (only those that occur)."""
+    lanes = tl.lanes
+    occurs = {
+        "gap": any(lane.gaps for lane in lanes),
+        "stale": any(lane.stale for lane in lanes),
+        "missing window": any(lane.missing for lane in lanes),
+        "absent window": bool(tl.absent),
+        "late": any(len(lane.late) for lane in lanes),
+        "dropped": any(lane.dropped for lane in lanes),
+        "quarantined": any(len(lane.quarantined) for lane in lanes),
+    }
+    return [label for label, seen in occurs.items() if seen]
+
+
+def _legend(ax: Axes, tl: Timeline) -> None:
     from matplotlib.lines import Line2D  # noqa: PLC0415
     from matplotlib.patches import Patch  # noqa: PLC0415
 
-    handles = [
-        Patch(facecolor="none", edgecolor=COLOURS["gap"], hatch="///", label="gap"),
-        Patch(color=COLOURS["stale"], alpha=0.45, label="stale"),
-        Patch(color=COLOURS["missing"], alpha=0.35, label="missing window"),
-        Patch(color=COLOURS["absent"], alpha=0.25, label="absent window"),
-        Line2D([], [], marker="v", ls="", color=COLOURS["late"], label="late"),
-        Line2D([], [], marker="^", ls="", color=COLOURS["dropped"], label="dropped"),
-        Line2D([], [], marker="x", ls="", color=COLOURS["quarantined"], label="quarantined"),
-    ]
-    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 1.0), ncol=7,
-              fontsize=8, frameon=False, borderaxespad=-1.6)  # fmt: skip
+    handles = {
+        "gap": Patch(facecolor="none", edgecolor=COLOURS["gap"], hatch="///", label="gap"),
+        "stale": Patch(color=COLOURS["stale"], alpha=0.45, label="stale"),
+        "missing window": Patch(color=COLOURS["missing"], alpha=0.35, label="missing window"),
+        "absent window": Patch(color=COLOURS["absent"], alpha=0.25, label="absent window"),
+        "late": Line2D([], [], marker="v", ls="", color=COLOURS["late"], label="late"),
+        "dropped": Line2D([], [], marker="^", ls="", color=COLOURS["dropped"], label="dropped"),
+        "quarantined": Line2D([], [], marker="x", ls="", color=COLOURS["quarantined"],
+                              label="quarantined"),
+    }  # fmt: skip
+    labels = legend_labels(tl)
+    if not labels:
+        ax.text(0.5, 1.01, "no gaps, stale streams, missing windows, late, dropped or "
+                "quarantined frames", transform=ax.transAxes, ha="center", va="bottom",
+                fontsize=8, color="#2ca02c")  # fmt: skip
+        return
+    ax.legend(handles=[handles[k] for k in labels], loc="upper center",
+              bbox_to_anchor=(0.5, 1.0), ncol=len(labels), fontsize=8, frameon=False,
+              borderaxespad=-1.6)  # fmt: skip
 
 
 def _draw_counts(fig: Figure, ax: Axes, tl: Timeline) -> None:
@@ -185,7 +213,9 @@ def _draw_counts(fig: Figure, ax: Axes, tl: Timeline) -> None:
     )
     ax.set_xlim(float(_s(tl, tl.start_ns)), float(_s(tl, tl.end_ns)))
     ax.set_title("frames per window / expected (red: none)", fontsize=9, loc="left")
-    fig.colorbar(image, ax=ax, pad=0.01, fraction=0.03)
+    bar = fig.colorbar(image, ax=ax, pad=0.01, fraction=0.03)
+    bar.set_label("frames / expected", fontsize=8)
+    bar.ax.tick_params(labelsize=7)
 
 
 def _draw_sync(axes: Sequence[Axes], tl: Timeline) -> None:
@@ -194,12 +224,14 @@ def _draw_sync(axes: Sequence[Axes], tl: Timeline) -> None:
         labels.append(f">={p.edges_ns[-1] / 1e6:g}")
         ax.bar(range(len(p.histogram)), p.histogram, color=COLOURS["camera"])
         ax.set_xticks(range(len(labels)))
-        ax.set_xticklabels(labels, rotation=60, fontsize=6)
+        ax.set_xticklabels(labels, fontsize=7)
         stats = (f"max {p.max_ns / 1e6:.2f} ms" if p.max_ns is not None else "not matched") + (
             f", p99 {p.p99_ns / 1e6:.2f} ms" if p.p99_ns is not None else ""
         )
         ax.set_title(f"{p.other} vs {p.ref}\n{stats}", fontsize=8)
-        ax.set_xlabel("|error| ms", fontsize=7)
+        ax.set_xlabel("|time error| to the nearest frame, ms (bins)", fontsize=8)
+        ax.set_ylabel("frames", fontsize=8)
+        ax.tick_params(axis="y", labelsize=7)
         if p.note:
             ax.text(0.02, 0.95, p.note, transform=ax.transAxes, fontsize=6, va="top")
 
@@ -217,7 +249,7 @@ def draw_timeline(tl: Timeline) -> Figure:
     grid = fig.add_gridspec(len(rows), 1, height_ratios=rows)
     ax = fig.add_subplot(grid[0])
     _draw_lanes(ax, tl)
-    _legend(ax)
+    _legend(ax, tl)
     _draw_counts(fig, fig.add_subplot(grid[1], sharex=ax), tl)
     if tl.sync:
         sub = grid[2].subgridspec(1, len(tl.sync))

@@ -51,7 +51,7 @@ class ShowResult:
         s = self.sheet
         images = sum(len(row) for row in s.cameras)
         return (
-            f"wrote {self.output}: window {s.window_id}, {images} camera frames, "
+            f"wrote {self.output}: window {s.position} (id {s.window_id}), {images} camera frames, "
             f"{len(s.others)} other panels"
             + (f", no frame from {', '.join(s.missing)}" if s.missing else "")
         )
@@ -110,7 +110,8 @@ def _panel(ax: Axes, p: Panel) -> None:
     if isinstance(p, ImagePanel):
         _image(ax, p)
     elif isinstance(p, BevPanel):
-        points = ax.scatter(p.x, p.y, c=p.value, s=0.3, cmap="viridis", linewidths=0)
+        ax.set_facecolor("#1a1a1a")  # points stand out on dark, not on white
+        points = ax.scatter(p.x, p.y, c=p.value, s=1.5, cmap="viridis", linewidths=0)
         ax.set_xlim(-p.half_extent_m, p.half_extent_m)
         ax.set_ylim(-p.half_extent_m, p.half_extent_m)
         ax.set_aspect("equal")
@@ -119,7 +120,11 @@ def _panel(ax: Axes, p: Panel) -> None:
         ax.tick_params(labelsize=6)
         ax.set_title(p.caption, fontsize=7)
         if p.value_name and ax.figure is not None:
-            ax.figure.colorbar(points, ax=ax, fraction=0.04, pad=0.01, label=p.value_name)
+            # inside the panel's cell, so the bar does not narrow this column
+            cax = ax.inset_axes((1.02, 0.0, 0.04, 1.0))
+            bar = ax.figure.colorbar(points, cax=cax)
+            bar.set_label(p.value_name, fontsize=7)
+            bar.ax.tick_params(labelsize=6)
     elif isinstance(p, TracePanel):
         for name, values in p.series.items():
             ax.plot(p.t_ms, values, lw=0.8, label=name)
@@ -151,11 +156,8 @@ def draw_sheet(sheet: ContactSheet) -> Figure:
         last = len(sheet.cameras)
         for c, other in enumerate(sheet.others):
             _panel(fig.add_subplot(grid[last, c]), other)
-    duration = (sheet.end_ns - sheet.start_ns) / 1e6
     fig.suptitle(
-        f"{sheet.title}: window {sheet.window_id}, ({sheet.start_ns}, {sheet.end_ns}] ns "
-        f"({duration:g} ms)"
-        + (f"; no frame from {', '.join(sheet.missing)}" if sheet.missing else ""),
+        sheet.heading() + (f"; no frame from {', '.join(sheet.missing)}" if sheet.missing else ""),
         fontsize=10,
     )
     return fig
@@ -178,7 +180,10 @@ def show_window(
             raise EmptyRangeError(file, f"no window {window}: the file has {n} (0..{n - 1})")
         chosen = [r.stream(s) for s in streams] if streams else list(r.streams.values())
         hf = r.get_window(window)
-        sheet = build_sheet(hf, chosen, title=Path(file).name, video=video_decoder(r, decoder))
+        sheet = build_sheet(
+            hf, chosen, title=Path(file).name, video=video_decoder(r, decoder),
+            position=window % n, windows=n, origin_ns=r.start_ns,
+        )  # fmt: skip
     fig = draw_sheet(sheet)
     with atomic_output(output, overwrite) as tmp:
         fig.savefig(tmp, format="png", dpi=90)

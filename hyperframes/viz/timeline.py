@@ -99,6 +99,7 @@ class Timeline:
     expected: np.ndarray  # float64 (lanes,): frames a window should hold (nan: unknown)
     sync: tuple[SyncPanel, ...] = field(default=())
     notes: tuple[str, ...] = field(default=())
+    segment_starts: tuple[int, ...] = field(default=())  # in view: where each later file begins
 
 
 def _clip(spans: Sequence[ev.Span], lo: int, hi: int) -> tuple[ev.Span, ...]:
@@ -207,4 +208,5 @@ def build_timeline(
         expected=expected,
         sync=tuple(sync),
         notes=tuple(notes),
+        segment_starts=tuple(t for t in facts.segment_starts if lo <= t <= hi),
     )
