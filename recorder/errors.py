@@ -17,6 +17,7 @@ __all__ = [
     "WireError",
     "UnknownStreamError",
     "SimError",
+    "SimOptionError",
     "EndpointError",
 ]
 
@@ -53,6 +54,10 @@ class UnknownStreamError(RecorderError, ValueError):
 
 class SimError(RecorderError, RuntimeError):
     """The simulation cannot start or cannot go on (bad option, recorder not reachable)."""
+
+
+class SimOptionError(SimError, ValueError):
+    """The simulation cannot run as asked: a bad option, config or endpoint (exit code 2)."""
 
 
 class EndpointError(RecorderError, OSError):

@@ -70,7 +70,7 @@ from hyperframes.streams import SensorKind, StreamInfo
 from hyperframes.synth import make_generator
 from recorder.cli import add_sim_arguments
 from recorder.config import ConfigError, StreamConfig, VehicleConfig, ZmqSocketConfig, load_config
-from recorder.errors import SimError
+from recorder.errors import SimError, SimOptionError
 from recorder.publisher import ZmqPublisher, encode_mqtt_payload
 
 __all__ = [
@@ -266,7 +266,9 @@ def _zmq_publisher(
         )  # fmt: skip
     except zmq.ZMQError as exc:
         verb = "bind" if not sock.bind else "connect"
-        raise SimError(f"zmq socket {sock.name!r}: cannot {verb} {sock.endpoint}: {exc}") from None
+        raise SimOptionError(
+            f"zmq socket {sock.name!r}: cannot {verb} {sock.endpoint}: {exc}"
+        ) from None
 
 
 def _mqtt_client(config: VehicleConfig) -> Any:
@@ -374,19 +376,19 @@ async def simulate(
     closed with linger, MQTT publishes acknowledged for QoS >= 1).
     """
     if not (rate_scale > 0):
-        raise SimError(f"rate scale must be > 0, got {rate_scale!r}")
+        raise SimOptionError(f"rate scale must be > 0, got {rate_scale!r}")
     if seconds is not None and not (math.isfinite(seconds) and seconds > 0):
-        raise SimError(f"seconds must be > 0, got {seconds!r}")
+        raise SimOptionError(f"seconds must be > 0, got {seconds!r}")
     if not (math.isfinite(jitter_ms) and jitter_ms >= 0):
-        raise SimError(f"jitter must be >= 0 ms, got {jitter_ms!r}")
+        raise SimOptionError(f"jitter must be >= 0 ms, got {jitter_ms!r}")
     names = {s.name for s in config.streams}
     dropped_names = set(drop)
     if unknown := sorted(dropped_names - names):
-        raise SimError(
+        raise SimOptionError(
             f"--drop: no stream named {', '.join(unknown)} (streams: {', '.join(sorted(names))})"
         )
     if not config.streams:
-        raise SimError("the config has no streams")
+        raise SimOptionError("the config has no streams")
 
     payloads = await asyncio.to_thread(_prepare_payloads, config.streams, seed)
     streams: list[_Stream] = []
@@ -414,7 +416,7 @@ async def simulate(
         async with contextlib.AsyncExitStack() as stack:
             if any(st.cfg.transport == "mqtt" for st in streams):
                 if config.mqtt is None:
-                    raise SimError("MQTT streams but no mqtt: section in the config")
+                    raise SimOptionError("MQTT streams but no mqtt: section in the config")
                 client = _mqtt_client(config)
                 try:
                     tr.mqtt = await stack.enter_async_context(client)
@@ -625,7 +627,7 @@ def run_sim(config: VehicleConfig | str | Path, args: argparse.Namespace) -> int
             result = runner.run(main())
     except SimError as exc:
         print(f"sim: error: {exc}", file=sys.stderr)
-        return 1
+        return 2 if isinstance(exc, SimOptionError) else 1
     except KeyboardInterrupt:
         return 130
     print(result.summary(), flush=True)

@@ -218,6 +218,8 @@ def test_sim_without_a_recorder_says_nothing_received_it(tmp_path: Path) -> None
     assert "nothing is listening on" in r.stderr
     assert "nothing ever connected to" in r.stdout
     assert time.monotonic() - t0 < 30  # no linger waiting to flush frames to nobody
+    # an unknown stream is a usage error here too (2), not a failed run (1)
+    assert main(["sim", "--config", str(cfg), "--drop", "nope", "--seconds", "0.5"]) == 2
 
 
 def test_convert_says_where_a_failed_input_went_and_when_a_waiting_one_is_taken(
