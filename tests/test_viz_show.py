@@ -130,5 +130,5 @@ def test_show_command_line(demo: Path, tmp_path: Path, capsys: pytest.CaptureFix
     out = tmp_path / "w.png"
     assert main(["show", str(demo), "--window", "-1", "-o", str(out), "--streams", "imu"]) == 0
     assert "window" in capsys.readouterr().out and out.exists()
-    assert main(["show", str(demo), "--window", "0", "-o", str(out)]) == 2  # exists, no --force (usage: docs/CLI.md)
+    assert main(["show", str(demo), "--window", "0", "-o", str(out)]) == 2  # exists: usage
     assert main(["show", str(demo), "--window", "0", "-o", str(out), "-f"]) == 0
