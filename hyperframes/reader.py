@@ -183,6 +183,11 @@ class HyperframeReader:
     alongside. Default: up to 4 of the CPUs this process may use; 1 decodes
     on the calling thread only (say, in each of many DataLoader workers).
     Batch reads (windows, ranges) decode each frame on the calling thread.
+
+    ``len(reader)`` is the number of windows and ``for hf in reader`` yields
+    each window as a :class:`Hyperframe` (one read each, in time order);
+    streams are named by id or name everywhere. Use it as a context manager
+    (or call :meth:`close`); it is not picklable: open one per process.
     """
 
     def __init__(
