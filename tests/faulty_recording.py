@@ -49,8 +49,10 @@ def cam_payload(i: int) -> bytes:
     return b"\xff\xd8" + bytes([i % 251]) * (500 + i) + b"\xff\xd9"
 
 
-def write_faulty(path: Path) -> dict[str, list[int]]:
-    """Write the file; returns the indexed timestamps per stream (sorted)."""
+def write_faulty(path: Path, durations: bool = False) -> dict[str, list[int]]:
+    """Write the file; returns the indexed timestamps per stream (sorted). ``durations``:
+    camera and lidar frames carry an exposure/scan duration (aux DurationNs)."""
+    cam_dur, lidar_dur = (4_000_000, 99_000_000) if durations else (0, 0)
     stamps: dict[str, list[int]] = {"cam": [], "lidar": [], "imu": []}
     seq = {0: 0, 1: 0, 2: 0}
     late_seq = 0
@@ -69,7 +71,9 @@ def write_faulty(path: Path) -> dict[str, list[int]]:
                 seq[0] += 3
             else:
                 for t in _cam(win):
-                    frames.append(WriteFrame(0, t, cam_payload(seq[0]), HW | KEY, seq[0], t + 2000))
+                    frames.append(
+                        WriteFrame(0, t, cam_payload(seq[0]), HW | KEY, seq[0], t + 2000, cam_dur)
+                    )
                     stamps["cam"].append(t)
                     seq[0] += 1
             if win == LIDAR_MISSING:
@@ -77,7 +81,9 @@ def write_faulty(path: Path) -> dict[str, list[int]]:
                 seq[1] += 1  # the sensor counted a sweep that never arrived
             else:
                 t = win * WINDOW_NS + 10_000_001
-                frames.append(WriteFrame(1, t, lidar_sweep(seq[1], 64).tobytes(), HW, seq[1], t))
+                frames.append(
+                    WriteFrame(1, t, lidar_sweep(seq[1], 64).tobytes(), HW, seq[1], t, lidar_dur)
+                )
                 stamps["lidar"].append(t)
                 seq[1] += 1
             if win == IMU_MISSING:

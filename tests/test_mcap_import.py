@@ -13,6 +13,7 @@ from mcap.writer import Writer
 
 from hyperframes import FrameFlags, SensorKind
 from hyperframes.cli import main
+from hyperframes.layout import INDEX_DTYPE
 from hyperframes.mcap import export_mcap, import_mcap
 from hyperframes.mcap import messages as msg
 from hyperframes.mcap.errors import (
@@ -21,6 +22,7 @@ from hyperframes.mcap.errors import (
     NotMcapError,
     TopicNotFoundError,
 )
+from hyperframes.mcap.schemas import IMU_SCHEMA
 from hyperframes.reader import HyperframeReader
 from hyperframes.synth import profile, write_synthetic
 from hyperframes.windows import window_of
@@ -193,7 +195,7 @@ def test_map_renames_and_selects_topics(tmp_path: Path) -> None:
 
 def _imu_mcap(path: Path, stamps: list[int], log_delay: int, bad_at: int = -1) -> None:
     m = _Mcap(path)
-    m.channel("/imu", "hyperframes.Imu", "jsonschema", b"{}", "json")
+    m.channel("/imu", "hyperframes.Imu", "protobuf", IMU_SCHEMA.data, "protobuf")
     for i, t in enumerate(stamps):
         body = b"{oops" if i == bad_at else msg.encode_imu(t, "imu", [float(i)] * 6)
         m.add("/imu", t + log_delay, body)
@@ -204,7 +206,7 @@ def test_frames_later_than_the_delay_are_written_late(tmp_path: Path) -> None:
     src = tmp_path / "late.mcap"
     stamps = [T0 + 10 * L + 1, T0 + 11 * L + 1, T0 + 10 * L + 2, T0 + 12 * L + 1]
     m = _Mcap(src)
-    m.channel("/imu", "hyperframes.Imu", "jsonschema", b"{}", "json")
+    m.channel("/imu", "hyperframes.Imu", "protobuf", IMU_SCHEMA.data, "protobuf")
     logs = [stamps[0], stamps[1], T0 + 11 * L + 2 * L // 3, stamps[3]]  # #2 logged 0.67 L late
     for i, (t, log) in enumerate(zip(stamps, logs, strict=True)):
         m.add("/imu", log, msg.encode_imu(t, "imu", [float(i)] * 6))
@@ -258,18 +260,62 @@ def _same_frames(a: Path, b: Path) -> None:
             assert rb.stream(s.name) == s
 
 
+def _same_recording(a: Path, b: Path) -> None:
+    """Everything but byte offsets: index entries (flags included), aux rows (receive time,
+    duration), the quarantine table and its payloads, the window table, the missing notes."""
+    no_offset = [n for n in INDEX_DTYPE.names if n != "offset"]  # type: ignore[union-attr]
+    with HyperframeReader(a) as ra, HyperframeReader(b) as rb:
+        assert ra.streams == rb.streams
+        assert np.array_equal(ra.index[no_offset], rb.index[no_offset])
+        assert np.array_equal(ra.aux(), rb.aux())
+        qa, qb = ra.quarantine(), rb.quarantine()
+        assert np.array_equal(qa[[n for n in qa.dtype.names if n != "offset"]],
+                              qb[[n for n in qb.dtype.names if n != "offset"]])  # fmt: skip
+        for i in range(len(qa)):
+            assert ra.quarantined_frame(i).tobytes() == rb.quarantined_frame(i).tobytes()
+        cols = ["window_id", "frame_count", "flags"]
+        assert np.array_equal(ra.window_table[cols], rb.window_table[cols])
+        assert ra.missing == rb.missing
+        for i in range(ra.frame_count):
+            assert ra.frame_at(i).tobytes() == rb.frame_at(i).tobytes()
+
+
 def test_round_trip_of_a_recording_with_trouble(tmp_path: Path) -> None:
+    """hf -> mcap -> hf keeps every frame where it was: late ones (LATE) in their later
+    block, the quarantined one (QUARANTINED, its 1970 stamp), receive times, durations,
+    flags and the missing-stream notes."""
+    hf, mc, back = tmp_path / "f.hf", tmp_path / "f.mcap", tmp_path / "back.hf"
+    fr.write_faulty(hf, durations=True)
+    export_mcap([hf], mc)
+    report = import_mcap(mc, back)  # window length from the export's metadata
+    assert report.window_ns == 100_000_000 and report.blocks
+    assert report.left_out == {"/hyperframes/events": {"annotation topic (hyperframes.Event)": 39}}
+    assert report.problems == [] and report.late_frames == 1 and report.quarantined_frames == 1
+    _same_frames(hf, back)
+    _same_recording(hf, back)
+    with HyperframeReader(back) as r:
+        (late,) = [f for s in r.streams for f in r.frames(s) if f.late]
+        assert late.timestamp_ns == fr.LATE_TS
+        (q,) = r.quarantine()
+        assert q["timestamp_ns"] == fr.QUARANTINED_TS and q["receive_ns"] == fr.RX_Q
+        assert fr.IMU_MISSING in r.missing and 2 in r.missing[fr.IMU_MISSING]
+        assert r.metadata.vehicle_id == "faulty"
+
+
+def test_a_round_trip_through_other_windows_keeps_flags_it_can(tmp_path: Path) -> None:
+    """With another window length the blocks cannot come back: frames are re-windowed by
+    the recorder's rule, and the quarantined frame stays quarantined."""
     hf, mc, back = tmp_path / "f.hf", tmp_path / "f.mcap", tmp_path / "back.hf"
     fr.write_faulty(hf)
     export_mcap([hf], mc)
-    report = import_mcap(mc, back)  # window length from the export's metadata
-    assert report.window_ns == 100_000_000 and "/hyperframes/events" in report.skipped_topics
+    report = import_mcap(mc, back, window_ns=50_000_000)
+    assert not report.blocks and report.quarantined_frames == 1
+    assert "/hyperframes/blocks" in report.left_out
     _same_frames(hf, back)
     with HyperframeReader(back) as r:
-        # every frame now sits in its own window; the late one is on time there
+        (q,) = r.quarantine()
+        assert q["timestamp_ns"] == fr.QUARANTINED_TS
         assert not any(f.late for s in r.streams for f in r.frames(s))
-        assert fr.IMU_MISSING in r.missing and 2 in r.missing[fr.IMU_MISSING]
-        assert r.metadata.vehicle_id == "faulty"
 
 
 def test_round_trip_of_the_demo_profile_by_command_line(

@@ -24,7 +24,7 @@ def _ts(ns: int) -> object:
 
 
 def test_vendored_descriptors_are_foxglove_sdks() -> None:
-    for cls in (fx.CompressedImage, fx.CompressedVideo, fx.PointCloud):
+    for cls in (fx.CompressedImage, fx.CompressedVideo, fx.PointCloud, fx.RawImage):
         schema = cls.get_schema()
         assert schema.encoding == "protobuf"
         assert DESCRIPTORS[schema.name] == schema.data, (
@@ -107,16 +107,58 @@ def test_varints_and_negative_numbers() -> None:
     assert _pb.read_timestamp(memoryview(_pb.field_varint(1, -5))) == -5_000_000_000
 
 
-def test_imu_json_round_trips_every_float_exactly() -> None:
-    values = [0.1, -9.80665, 1e-310, 123456.789012345, math.inf, -math.inf]
-    ts, back = msg.decode_imu(msg.encode_imu(T, "imu", values))
-    assert ts == T and back == values
-    ts, back = msg.decode_imu(msg.encode_imu(T, "imu", [math.nan] * 6))
-    assert all(math.isnan(v) for v in back)
+def test_imu_protobuf_round_trips_every_float_bit_for_bit() -> None:
+    values = [0.1, -9.80665, 1e-310, -0.0, math.inf, -math.inf]
+    data = msg.encode_imu(T, "imu", values)
+    ts, back = msg.decode_imu(data)
+    assert ts == T and struct.pack("<6d", *back) == struct.pack("<6d", *values)  # -0.0 too
+    nan = struct.unpack("<d", struct.pack("<Q", 0x7FF8_0000_DEAD_BEEF))[0]  # a NaN payload
+    ts, back = msg.decode_imu(msg.encode_imu(T, "imu", [nan] * 6))
+    assert struct.pack("<6d", *back) == struct.pack("<d", nan) * 6
+    with pytest.raises(MessageDecodeError, match="not a double"):
+        msg.decode_imu(_pb.len_prefix(3, 2) + _pb.field_varint(1, 5))
+    with pytest.raises(MessageDecodeError):
+        msg.decode_imu(b"\x0a\x05ab")
+
+
+def test_imu_descriptor_decodes_with_the_protobuf_runtime() -> None:
+    """The hand-built FileDescriptorSet is a valid one: google.protobuf builds the class."""
+    descriptor_pb2 = pytest.importorskip("google.protobuf.descriptor_pb2")
+    from google.protobuf import descriptor_pool, message_factory
+
+    from hyperframes.mcap.schemas import IMU_SCHEMA
+
+    pool = descriptor_pool.DescriptorPool()
+    for f in descriptor_pb2.FileDescriptorSet.FromString(IMU_SCHEMA.data).file:
+        pool.Add(f)
+    cls = message_factory.GetMessageClass(pool.FindMessageTypeByName("hyperframes.Imu"))
+    m = cls.FromString(msg.encode_imu(T, "imu", [1.0, 2.0, 3.0, 4.0, math.nan, -math.inf]))
+    assert (m.timestamp.seconds, m.timestamp.nanos, m.frame_id) == (T // 10**9, T % 10**9, "imu")
+    assert (m.linear_acceleration.x, m.angular_velocity.x) == (1.0, 4.0)
+    assert math.isnan(m.angular_velocity.y) and m.angular_velocity.z == -math.inf
+
+
+def test_imu_json_of_older_exports_still_decodes() -> None:
+    doc = b'{"timestamp": {"sec": 1, "nsec": 2}, "linear_acceleration": {"x": 1, "y": "NaN",'
+    doc += b' "z": "-Infinity"}, "angular_velocity": {"x": 0.5, "y": 2, "z": "Infinity"}}'
+    ts, back = msg.decode_imu_json(doc)
+    assert ts == 1_000_000_002 and back[0] == 1.0 and math.isnan(back[1]) and back[5] == math.inf
     with pytest.raises(MessageDecodeError, match="linear_acceleration"):
-        msg.decode_imu(b'{"angular_velocity": {"x": 1, "y": 2, "z": 3}}')
+        msg.decode_imu_json(b'{"angular_velocity": {"x": 1, "y": 2, "z": 3}}')
     with pytest.raises(MessageDecodeError, match="not JSON"):
-        msg.decode_imu(b"\x00\x01")
+        msg.decode_imu_json(b"\x00\x01")
+
+
+@pytest.mark.parametrize("width", [4, 1])
+def test_raw_image_bytes_equal_foxglove_sdk(width: int) -> None:
+    pixels = bytes(range(width * 2 * 3))
+    ours = msg.encode_raw_image(T, "cam", width, 2, "rgb8", width * 3, pixels)
+    theirs = fx.RawImage(timestamp=_ts(T), frame_id="cam", width=width, height=2,
+                         encoding="rgb8", step=width * 3, data=pixels)  # fmt: skip
+    assert ours == theirs.encode()
+    back = msg.decode_raw_image(ours)
+    assert (back.timestamp_ns, back.frame_id, back.width, back.height, back.encoding, back.step,
+            bytes(back.data)) == (T, "cam", width, 2, "rgb8", width * 3, pixels)  # fmt: skip
 
 
 def test_raw_json_round_trip_and_bad_base64() -> None:

@@ -49,12 +49,9 @@ def test_stream_kinds_map_to_foxglove_schemas() -> None:
         ("intensity", 12, 7),
     ]
     imu = channel_for(StreamInfo(3, "imu", SensorKind.IMU, "imu-f64"))
-    assert imu.codec is Codec.IMU and imu.schema == IMU_SCHEMA and imu.message_encoding == "json"
-    assert json.loads(imu.encode(T0, struct.pack("<6d", *range(6))))["angular_velocity"] == {
-        "x": 3.0,
-        "y": 4.0,
-        "z": 5.0,
-    }
+    assert imu.codec is Codec.IMU and imu.schema == IMU_SCHEMA
+    assert (imu.message_encoding, IMU_SCHEMA.encoding) == ("protobuf", "protobuf")
+    assert msg.decode_imu(imu.encode(T0, struct.pack("<6d", *range(6)))) == (T0, [0, 1, 2, 3, 4, 5])
     raw = channel_for(StreamInfo(4, "can", SensorKind.OTHER, "bytes"))
     assert raw.codec is Codec.RAW and raw.schema == RAW_SCHEMA
     plain = channel_for(StreamInfo(5, "notes", SensorKind.OTHER, "json"))

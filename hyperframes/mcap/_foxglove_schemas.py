@@ -59,6 +59,17 @@ _B64: dict[str, str] = {
         "aWRlGAQgASgHUgtwb2ludFN0cmlkZRI0CgZmaWVsZHMYBSADKAsyHC5mb3hnbG92ZS5QYWNrZWRFbGVtZW50"
         "RmllbGRSBmZpZWxkcxISCgRkYXRhGAYgASgMUgRkYXRhYgZwcm90bzM="
     ),
+    "foxglove.RawImage": (
+        "Cv8BCh9nb29nbGUvcHJvdG9idWYvdGltZXN0YW1wLnByb3RvEg9nb29nbGUucHJvdG9idWYiOwoJVGltZXN0"
+        "YW1wEhgKB3NlY29uZHMYASABKANSB3NlY29uZHMSFAoFbmFub3MYAiABKAVSBW5hbm9zQoUBChNjb20uZ29v"
+        "Z2xlLnByb3RvYnVmQg5UaW1lc3RhbXBQcm90b1ABWjJnb29nbGUuZ29sYW5nLm9yZy9wcm90b2J1Zi90eXBl"
+        "cy9rbm93bi90aW1lc3RhbXBwYvgBAaICA0dQQqoCHkdvb2dsZS5Qcm90b2J1Zi5XZWxsS25vd25UeXBlc2IG"
+        "cHJvdG8zCqACChdmb3hnbG92ZS9SYXdJbWFnZS5wcm90bxIIZm94Z2xvdmUaH2dvb2dsZS9wcm90b2J1Zi90"
+        "aW1lc3RhbXAucHJvdG8i0QEKCFJhd0ltYWdlEjgKCXRpbWVzdGFtcBgBIAEoCzIaLmdvb2dsZS5wcm90b2J1"
+        "Zi5UaW1lc3RhbXBSCXRpbWVzdGFtcBIZCghmcmFtZV9pZBgHIAEoCVIHZnJhbWVJZBIUCgV3aWR0aBgCIAEo"
+        "B1IFd2lkdGgSFgoGaGVpZ2h0GAMgASgHUgZoZWlnaHQSGgoIZW5jb2RpbmcYBCABKAlSCGVuY29kaW5nEhIK"
+        "BHN0ZXAYBSABKAdSBHN0ZXASEgoEZGF0YRgGIAEoDFIEZGF0YWIGcHJvdG8z"
+    ),
 }
 
 DESCRIPTORS: dict[str, bytes] = {k: base64.b64decode(v) for k, v in _B64.items()}
@@ -74,13 +85,14 @@ def _render() -> str:  # pragma: no cover - needs foxglove-sdk; run by hand
         CompressedImage,
         CompressedVideo,
         PointCloud,
+        RawImage,
     )
 
     source = inspect.getsource(sys.modules[__name__])
     version = importlib.metadata.version("foxglove-sdk")
     source = source.replace(FOXGLOVE_SDK_VERSION, version)
     body = []
-    for cls in (CompressedImage, CompressedVideo, PointCloud):
+    for cls in (CompressedImage, CompressedVideo, PointCloud, RawImage):
         schema = cls.get_schema()
         text = base64.b64encode(schema.data).decode()
         body.append(f'    "{schema.name}": (')

@@ -18,7 +18,7 @@ import json
 import os
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, Any, Literal
 
@@ -28,12 +28,23 @@ from mcap.writer import CompressionType, Writer
 from hyperframes import __version__, search
 from hyperframes._io import atomic_output
 from hyperframes.mcap import messages
+from hyperframes.mcap.blocks import file_block_notes, quarantine_log_time
 from hyperframes.mcap.errors import EmptyRangeError, StreamMismatchError, UnknownStreamError
-from hyperframes.mcap.schemas import EVENT_SCHEMA, EVENTS_TOPIC, ChannelSpec, Codec, channel_for
+from hyperframes.mcap.schemas import (
+    ANNOTATION_TOPICS,
+    BLOCKS_TOPIC,
+    EVENTS_TOPIC,
+    QUARANTINED_META_KEY,
+    ChannelSpec,
+    Codec,
+    channel_for,
+    quarantine_topic,
+)
 from hyperframes.reader import HyperframeReader
 from hyperframes.streams import StreamInfo
 from hyperframes.viz.events import Event, recording_events
 from hyperframes.viz.facts import facts_from_reader
+from hyperframes.windows import window_end, window_of
 
 __all__ = ["Compression", "COMPRESSIONS", "TopicStats", "ExportReport", "export_mcap"]
 
@@ -66,6 +77,7 @@ class ExportReport:
     messages: int = 0
     payload_bytes: int = 0
     events: int = 0
+    blocks: int = 0
     seconds: float = 0.0
     topics: dict[str, TopicStats] = field(default_factory=dict)
 
@@ -74,6 +86,7 @@ class ExportReport:
         rate = self.payload_bytes / self.seconds / 1e6 if self.seconds > 0 else 0.0
         lines = [
             f"wrote {self.output}: {self.messages} messages, {self.events} events, "
+            f"{self.blocks} block notes, "
             f"{self.payload_bytes / 1e6:.1f} MB of payload in {self.seconds:.1f} s "
             f"({rate:.0f} MB/s), {(self.end_ns - self.start_ns) / 1e9:.1f} s of recording"
         ]
@@ -87,6 +100,8 @@ class _Source:
     reader: HyperframeReader
     ids: dict[str, int]  # selected stream name -> id in this file
     bases: dict[int, int]  # stream id -> index position of its first entry
+    q_times: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))  # sorted
+    q_rows: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))  # quarantine rows
 
 
 def _stream_table(
@@ -123,6 +138,7 @@ def _frames_in(sources: Sequence[_Source], lo: int, hi: int) -> int:
         for sid in src.ids.values():
             a, b = search.range_between(src.reader.timestamps(sid), lo, hi)
             n += b - a
+        n += int(np.searchsorted(src.q_times, hi, "right") - np.searchsorted(src.q_times, lo))
     return n
 
 
@@ -134,15 +150,18 @@ def _next_after(sources: Sequence[_Source], t: int) -> int | None:
             i = search.find(ts, t, "after")
             if i is not None and (best is None or int(ts[i]) < best):
                 best = int(ts[i])
+        j = int(np.searchsorted(src.q_times, t, "left"))
+        if j < len(src.q_times) and (best is None or int(src.q_times[j]) < best):
+            best = int(src.q_times[j])
     return best
 
 
 def _slices(sources: Sequence[_Source], lo: int, hi: int, step: int) -> Iterator[tuple[int, int]]:
-    """Inclusive time slices of ``step`` ns covering the frames in ``[lo, hi]``, skipping
-    stretches without frames."""
+    """Inclusive time slices covering ``[lo, hi]``, each inside one window of ``step`` ns
+    (so a slice ends on its window's end), skipping stretches without frames."""
     t = lo
     while t <= hi:
-        t_hi = min(t + step - 1, hi)
+        t_hi = min(window_end(window_of(t, step), step), hi)
         yield t, t_hi
         nxt = _next_after(sources, t_hi + 1) if t_hi < hi else None
         if nxt is None or nxt > hi:
@@ -150,11 +169,13 @@ def _slices(sources: Sequence[_Source], lo: int, hi: int, step: int) -> Iterator
         t = nxt
 
 
-_Row = tuple[int, int, str, int, memoryview]  # t, receive, stream name, stream index, payload
+# log time, stream name, quarantined, message timestamp, receive time, stream index, payload
+_Row = tuple[int, str, bool, int, int, int, memoryview]
 
 
 def _slice(sources: Sequence[_Source], lo: int, hi: int) -> list[_Row]:
-    """Frames with ``lo <= t <= hi`` in time order."""
+    """Messages with a log time ``lo <= t <= hi`` in log-time order: the indexed frames
+    stamped then, and the quarantined frames that arrived then."""
     rows: list[_Row] = []
     for src in sources:
         aux = src.reader.aux()
@@ -170,9 +191,37 @@ def _slice(sources: Sequence[_Source], lo: int, hi: int) -> list[_Row]:
             if len(frames) != b - a:  # read_range uses the same search: cannot differ
                 raise RuntimeError(f"{src.reader.path}: {name}: {len(frames)} != {b - a} frames")
             for f, rx in zip(frames, receive.tolist(), strict=True):
-                rows.append((f.timestamp_ns, rx, name, f.stream_index, f.data.data))
-    rows.sort(key=lambda r: (r[0], r[2]))
+                rows.append((f.timestamp_ns, name, False, f.timestamp_ns, rx, f.stream_index,
+                             f.data.data))  # fmt: skip
+        a = int(np.searchsorted(src.q_times, lo, "left"))
+        b = int(np.searchsorted(src.q_times, hi, "right"))
+        for t, i in zip(src.q_times[a:b].tolist(), src.q_rows[a:b].tolist(), strict=True):
+            f = src.reader.quarantined_frame(i)
+            rx = int(src.reader.quarantine()[i]["receive_ns"])
+            rows.append((t, f.stream.name, True, f.timestamp_ns, rx, f.stream_index, f.data.data))
+    rows.sort(key=lambda r: (r[0], r[1], r[2]))
     return rows
+
+
+def _quarantined(r: HyperframeReader, ids: dict[str, int]) -> tuple[np.ndarray, np.ndarray]:
+    """Log times (sorted) and quarantine-table rows of the quarantined frames of ``ids``."""
+    q = r.quarantine()
+    windows = r.window_table
+    keep = [i for i in range(len(q)) if int(q[i]["stream_id"]) in ids.values()]
+    if not keep or len(windows) == 0:
+        return np.empty(0, np.int64), np.empty(0, np.int64)
+    rows = np.searchsorted(windows["payload_offset"], q["offset"][keep], "right") - 1
+    times = np.array(
+        [
+            quarantine_log_time(
+                int(q[i]["receive_ns"]), int(windows["window_id"][max(row, 0)]), r.window_ns
+            )
+            for i, row in zip(keep, rows.tolist(), strict=True)
+        ],
+        np.int64,
+    )
+    order = np.argsort(times, kind="stable")
+    return times[order], np.asarray(keep, np.int64)[order]
 
 
 def _event_message(e: Event, file: str) -> bytes:
@@ -249,7 +298,7 @@ def export_mcap(
             ids = {n: s.id for n in table for s in r.streams.values() if s.name == n}
             stream_ids = r.index["stream_id"]
             bases = {sid: int(np.searchsorted(stream_ids, sid, "left")) for sid in ids.values()}
-            sources.append(_Source(r, ids, bases))
+            sources.append(_Source(r, ids, bases, *_quarantined(r, ids)))
         lo = min(r.start_ns for r in readers) if start_ns is None else start_ns
         hi = max(r.end_ns for r in readers) if end_ns is None else end_ns
         if hi < lo:
@@ -257,66 +306,105 @@ def export_mcap(
         total = _frames_in(sources, lo, hi)
         if total == 0:
             raise EmptyRangeError(where, f"no frame of {', '.join(table)} between {lo} and {hi} ns")
-        event_list: list[tuple[Event, str]] = []
+        specs = {n: channel_for(s) for n, s in table.items()}
+        q_specs = {
+            n: _quarantine_channel(specs[n])
+            for n in table
+            if any(n in src.ids and _has_quarantined(src, src.ids[n], lo, hi) for src in sources)
+        }
+        annotations: list[tuple[int, int, int, bytes]] = []  # log time, kind, order, message
         if events:
             for r in readers:
-                event_list += [
-                    (e, str(r.path))
+                annotations += [
+                    (max(e.start_ns, 0), _EVENT, 0, _event_message(e, str(r.path)))
                     for e in recording_events(facts_from_reader(r))
                     if lo <= e.start_ns <= hi and (not e.stream or e.stream in table)
                 ]
-            event_list.sort(key=lambda pair: pair[0].start_ns)
+        for k, src in enumerate(sources):
+            topics = {sid: specs[n].topic for n, sid in src.ids.items()}
+            q_topics = {sid: q_specs[n].topic for n, sid in src.ids.items() if n in q_specs}
+            annotations += [
+                (max(note.log_time, 0), _BLOCK, k, note.encode())
+                for note in file_block_notes(src.reader, topics, q_topics, lo, hi)
+            ]
+        annotations.sort(key=lambda a: a[:3])
         report = ExportReport(Path(output), lo, hi)
         with atomic_output(output, overwrite) as tmp, open(tmp, "wb") as f:
             out = _McapOut(f, compression, chunk_size)
-            specs = {n: channel_for(s) for n, s in table.items()}
             chans = {n: out.channel(spec) for n, spec in specs.items()}
-            for n, spec in specs.items():
+            q_chans = {n: out.channel(spec) for n, spec in q_specs.items()}
+            named = [*specs.items(), *((f"{n} (quarantined)", q) for n, q in q_specs.items())]
+            for n, spec in named:
                 schema = spec.schema.name if spec.schema is not None else spec.message_encoding
                 report.topics[n] = TopicStats(spec.topic, schema)
-            event_channel = 0
-            if events:
-                spec = ChannelSpec(EVENTS_TOPIC, Codec.JSON, EVENT_SCHEMA, "json", {}, "")
-                event_channel = out.channel(spec)
-            out.writer.add_metadata("hyperframes", _file_metadata(readers, table))
-            pending = iter(event_list)
-            next_event = next(pending, None)
-            for t_lo, t_hi in _slices(sources, lo, hi, readers[0].window_ns):
-                due: list[tuple[Event, str]] = []
-                while next_event is not None and next_event[0].start_ns <= t_hi:
-                    due.append(next_event)
-                    next_event = next(pending, None)
-                frames = _slice(sources, t_lo, t_hi)
-                order = sorted(
-                    [(max(e.start_ns, 0), 0, i) for i, (e, _) in enumerate(due)]
-                    + [(row[0], 1, i) for i, row in enumerate(frames)]
+            used = {EVENTS_TOPIC} if events else set()
+            used |= {BLOCKS_TOPIC} if any(a[1] == _BLOCK for a in annotations) else set()
+            annotation_channels = {
+                kind: out.channel(
+                    ChannelSpec(topic, Codec.JSON, ANNOTATION_TOPICS[topic], "json", {}, "")
                 )
-                for t, is_frame, i in order:
-                    if not is_frame:
-                        e, file = due[i]
-                        out.writer.add_message(event_channel, t, _event_message(e, file), t)
-                        report.events += 1
-                        continue
-                    ts, rx, name, seq, payload = frames[i]
+                for kind, topic in _ANNOTATION_KINDS.items()
+                if topic in used
+            }
+            out.writer.add_metadata("hyperframes", _file_metadata(readers, table))
+            pending = iter(annotations)
+            nxt = next(pending, None)
+
+            def annotate(a: tuple[int, int, int, bytes]) -> None:
+                t, kind, _k, data = a
+                out.writer.add_message(annotation_channels[kind], t, data, t)
+                if kind == _EVENT:
+                    report.events += 1
+                else:
+                    report.blocks += 1
+
+            for t_lo, t_hi in _slices(sources, lo, hi, readers[0].window_ns):
+                for row in _slice(sources, t_lo, t_hi):
+                    t, name, quarantined, stamp, rx, seq, payload = row
+                    while nxt is not None and nxt[:2] < (t, _FRAME):
+                        annotate(nxt)
+                        nxt = next(pending, None)
+                    channel = q_chans[name] if quarantined else chans[name]
                     out.writer.add_message(
-                        chans[name], ts, specs[name].encode(ts, payload), rx or ts,
+                        channel, t, specs[name].encode(stamp, payload), rx or t,
                         min(seq, _MAX_SEQUENCE),
                     )  # fmt: skip
-                    stats = report.topics[name]
+                    stats = report.topics[f"{name} (quarantined)" if quarantined else name]
                     stats.messages += 1
                     stats.payload_bytes += len(payload)
                     report.messages += 1
                     report.payload_bytes += len(payload)
+                while nxt is not None and nxt[0] <= t_hi:
+                    annotate(nxt)
+                    nxt = next(pending, None)
                 if progress is not None:
                     progress(report.messages / total)
-            for e, file in [*([next_event] if next_event else []), *pending]:
-                t0 = max(e.start_ns, 0)
-                out.writer.add_message(event_channel, t0, _event_message(e, file), t0)
-                report.events += 1
+            while nxt is not None:
+                annotate(nxt)
+                nxt = next(pending, None)
             out.writer.finish()  # type: ignore[no-untyped-call]
             f.flush()
     report.seconds = time.monotonic() - t_start
     return report
+
+
+# annotation kinds, in the order they go before frames of the same log time (events) or
+# after them (block notes: a block is complete once its frames are written)
+_EVENT, _FRAME, _BLOCK = 0, 1, 2
+_ANNOTATION_KINDS = {_EVENT: EVENTS_TOPIC, _BLOCK: BLOCKS_TOPIC}
+
+
+def _quarantine_channel(spec: ChannelSpec) -> ChannelSpec:
+    """The channel of a stream's quarantined frames: same schema, its own topic."""
+    meta = {**spec.metadata, QUARANTINED_META_KEY: spec.topic}
+    return replace(spec, topic=quarantine_topic(spec.topic), metadata=meta)
+
+
+def _has_quarantined(src: _Source, sid: int, lo: int, hi: int) -> bool:
+    a = int(np.searchsorted(src.q_times, lo, "left"))
+    b = int(np.searchsorted(src.q_times, hi, "right"))
+    q = src.reader.quarantine()
+    return any(int(q[i]["stream_id"]) == sid for i in src.q_rows[a:b].tolist())
 
 
 def _file_metadata(

@@ -5,8 +5,11 @@ schemas (``foxglove.CompressedImage``: timestamp 1, data 2, format 3,
 frame_id 4; ``foxglove.CompressedVideo``: timestamp 1, frame_id 2, data 3,
 format 4; ``foxglove.PointCloud``: timestamp 1, frame_id 2, pose 3,
 point_stride 4 (fixed32), fields 5, data 6; ``foxglove.PackedElementField``:
-name 1, offset 2 (fixed32), type 3). The encoders produce the same bytes as
-foxglove-sdk (checked in tests/test_mcap_messages.py).
+name 1, offset 2 (fixed32), type 3; ``foxglove.RawImage``: see
+:func:`encode_raw_image`). The encoders produce the same bytes as
+foxglove-sdk (checked in tests/test_mcap_messages.py). ``hyperframes.Imu`` is
+protobuf too (:func:`encode_imu`); ``hyperframes.Raw`` and the annotation
+records are JSON.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-import math
+import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -37,6 +40,10 @@ __all__ = [
     "decode_foxglove_json",
     "encode_imu",
     "decode_imu",
+    "decode_imu_json",
+    "RawImageMessage",
+    "encode_raw_image",
+    "decode_raw_image",
     "encode_raw",
     "decode_raw",
     "encode_json",
@@ -269,28 +276,62 @@ def _b64(value: Any, what: str) -> bytes:
         raise MessageDecodeError(f"{what}: bad base64 ({exc})") from None
 
 
-def _number(x: float) -> float | str:
-    """A JSON-safe float: non-finite values as the strings ``NaN``, ``Infinity``, ``-Infinity``."""
-    if math.isfinite(x):
-        return x
-    return "NaN" if math.isnan(x) else ("Infinity" if x > 0 else "-Infinity")
+_F64 = struct.Struct("<d")
+_U64 = struct.Struct("<Q")
+
+
+def _double(field: int, value: float) -> bytes:
+    """A double field written even when it is 0.0, so that -0.0 keeps its sign bit."""
+    return _pb.tag(field, _pb.FIXED64) + _F64.pack(value)
+
+
+def _vector3(field: int, x: float, y: float, z: float) -> bytes:
+    return _message(field, _double(1, x) + _double(2, y) + _double(3, z))
 
 
 def encode_imu(timestamp_ns: int, frame_id: str, values: Sequence[float]) -> bytes:
-    """A ``hyperframes.Imu`` JSON message from 6 values: accel x, y, z (m/s²), gyro x, y, z."""
-    ax, ay, az, gx, gy, gz = (_number(float(v)) for v in values)
-    return encode_json(
-        {
-            "timestamp": json_timestamp(timestamp_ns),
-            "frame_id": frame_id,
-            "linear_acceleration": {"x": ax, "y": ay, "z": az},
-            "angular_velocity": {"x": gx, "y": gy, "z": gz},
-        }
+    """A ``hyperframes.Imu`` protobuf message from 6 values: accel x, y, z (m/s²), gyro x, y, z.
+
+    Field numbers: timestamp 1, frame_id 2, linear_acceleration 3, angular_velocity 4
+    (``hyperframes.Vector3``: x 1, y 2, z 3, doubles). Doubles carry NaN and
+    ±Infinity bit for bit, which JSON cannot.
+    """
+    ax, ay, az, gx, gy, gz = (float(v) for v in values)
+    return _join(
+        _message(1, _pb.timestamp(timestamp_ns)),
+        _pb.field_bytes(2, frame_id.encode()),
+        _vector3(3, ax, ay, az),
+        _vector3(4, gx, gy, gz),
     )
 
 
+def _decode_vector3(body: memoryview, what: str) -> list[float]:
+    out = [0.0, 0.0, 0.0]
+    for number, wire, value in _pb.iter_fields(body):
+        if 1 <= number <= 3:
+            if wire != _pb.FIXED64 or not isinstance(value, int):
+                raise MessageDecodeError(f"{what}: field {number} is not a double")
+            out[number - 1] = _F64.unpack(_U64.pack(value))[0]
+    return out
+
+
 def decode_imu(data: bytes | memoryview) -> tuple[int | None, list[float]]:
-    """``(timestamp_ns, [ax, ay, az, gx, gy, gz])`` of a ``hyperframes.Imu`` message."""
+    """``(timestamp_ns, [ax, ay, az, gx, gy, gz])`` of a protobuf ``hyperframes.Imu`` message."""
+    ts: int | None = None
+    accel, gyro = [0.0] * 3, [0.0] * 3
+    for number, _wire, value in _pb.iter_fields(data):
+        if number == 1:
+            ts = _pb.read_timestamp(_view(value, "hyperframes.Imu.timestamp"))
+        elif number == 3:
+            accel = _decode_vector3(_view(value, "hyperframes.Imu"), "linear_acceleration")
+        elif number == 4:
+            gyro = _decode_vector3(_view(value, "hyperframes.Imu"), "angular_velocity")
+    return ts, accel + gyro
+
+
+def decode_imu_json(data: bytes | memoryview) -> tuple[int | None, list[float]]:
+    """The same from the JSON ``hyperframes.Imu`` that exports before 0.3 wrote
+    (NaN/Infinity as the strings ``NaN``, ``Infinity``, ``-Infinity``)."""
     doc = _loads(data, "hyperframes.Imu")
     out: list[float] = []
     try:
@@ -304,6 +345,67 @@ def decode_imu(data: bytes | memoryview) -> tuple[int | None, list[float]]:
     except (KeyError, TypeError, ValueError) as exc:
         raise MessageDecodeError(f"hyperframes.Imu: {exc}") from None
     return _read_json_timestamp(doc.get("timestamp")), out
+
+
+@dataclass(frozen=True, slots=True)
+class RawImageMessage:
+    """A decoded ``foxglove.RawImage``."""
+
+    timestamp_ns: int | None
+    frame_id: str
+    width: int
+    height: int
+    encoding: str
+    step: int
+    data: bytes | memoryview
+
+
+def encode_raw_image(
+    timestamp_ns: int,
+    frame_id: str,
+    width: int,
+    height: int,
+    encoding: str,
+    step: int,
+    data: bytes | memoryview,
+) -> bytes:
+    """A ``foxglove.RawImage`` (timestamp 1, frame_id 7, width 2, height 3 (fixed32),
+    encoding 4, step 5 (fixed32), data 6), field-number order as foxglove-sdk writes it."""
+    return _join(
+        _message(1, _pb.timestamp(timestamp_ns)),
+        _pb.field_fixed32(2, width),
+        _pb.field_fixed32(3, height),
+        _pb.field_bytes(4, encoding.encode()),
+        _pb.field_fixed32(5, step),
+        _pb.len_prefix(6, len(data)) if len(data) else b"",
+        data,
+        _pb.field_bytes(7, frame_id.encode()),
+    )
+
+
+def decode_raw_image(data: bytes | memoryview) -> RawImageMessage:
+    """Decode a ``foxglove.RawImage``; ``data`` of the result is a view into ``data``."""
+    ts: int | None = None
+    frame_id = encoding = ""
+    width = height = step = 0
+    payload: bytes | memoryview = b""
+    for number, _wire, value in _pb.iter_fields(data):
+        if number == 1:
+            ts = _pb.read_timestamp(_view(value, "foxglove.RawImage.timestamp"))
+        elif number == 7:
+            frame_id = _text(value, "foxglove.RawImage.frame_id")
+        elif number == 4:
+            encoding = _text(value, "foxglove.RawImage.encoding")
+        elif number == 6:
+            payload = _view(value, "foxglove.RawImage.data")
+        elif number in (2, 3, 5) and isinstance(value, int):
+            if number == 2:
+                width = value
+            elif number == 3:
+                height = value
+            else:
+                step = value
+    return RawImageMessage(ts, frame_id, width, height, encoding, step, payload)
 
 
 def encode_raw(timestamp_ns: int, frame_id: str, encoding: str, payload: bytes) -> bytes:

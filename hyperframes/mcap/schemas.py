@@ -21,6 +21,9 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+import numpy as np
+
+from hyperframes.mcap import _pb
 from hyperframes.mcap import messages as msg
 from hyperframes.mcap._foxglove_schemas import DESCRIPTORS
 from hyperframes.mcap.errors import MessageDecodeError
@@ -38,6 +41,16 @@ __all__ = [
     "IMU_SCHEMA",
     "RAW_SCHEMA",
     "EVENT_SCHEMA",
+    "BLOCK_SCHEMA",
+    "BLOCKS_TOPIC",
+    "QUARANTINE_PREFIX",
+    "QUARANTINED_META_KEY",
+    "ANNOTATION_TOPICS",
+    "RAW_IMAGE_ENCODINGS",
+    "flag_names",
+    "quarantine_topic",
+    "nv12_to_uyvy",
+    "uyvy_to_nv12",
     "topic_for",
     "stream_name_for",
     "channel_for",
@@ -73,17 +86,60 @@ _TIME = {
     "title": "time",
     "properties": {"sec": {"type": "integer"}, "nsec": {"type": "integer", "minimum": 0}},
 }
-_NUM = {"type": ["number", "string"], "description": "a number; NaN/Infinity as strings"}
-_VEC3 = {"type": "object", "properties": {"x": _NUM, "y": _NUM, "z": _NUM}}
-IMU_SCHEMA = _json_schema(
-    "hyperframes.Imu",
-    {
-        "timestamp": {**_TIME, "description": "capture time"},
-        "frame_id": {"type": "string"},
-        "linear_acceleration": {**_VEC3, "description": "m/s^2"},
-        "angular_velocity": {**_VEC3, "description": "rad/s"},
-    },
-)
+
+
+def _field(name: str, number: int, kind: int, type_name: str = "") -> bytes:
+    """A ``FieldDescriptorProto``: optional, of wire ``kind`` (1 double, 9 string, 11 message)."""
+    head, *rest = name.split("_")
+    json_name = head + "".join(p.title() for p in rest)
+    return _pb.field_bytes(
+        2,
+        _pb.field_bytes(1, name.encode())
+        + _pb.field_varint(3, number)
+        + _pb.field_varint(4, 1)
+        + _pb.field_varint(5, kind)
+        + _pb.field_bytes(6, type_name.encode())
+        + _pb.field_bytes(10, json_name.encode()),
+    )
+
+
+def _imu_descriptor() -> bytes:
+    """The FileDescriptorSet of ``hyperframes.Imu`` (protobuf), built by hand::
+
+        syntax = "proto3"; package hyperframes;
+        import "google/protobuf/timestamp.proto";
+        message Vector3 { double x = 1; double y = 2; double z = 3; }
+        message Imu { google.protobuf.Timestamp timestamp = 1; string frame_id = 2;
+                      Vector3 linear_acceleration = 3; Vector3 angular_velocity = 4; }
+
+    ``google/protobuf/timestamp.proto`` is taken from the vendored Foxglove set.
+    """
+    timestamp_file = next(
+        bytes(v) for n, _w, v in _pb.iter_fields(DESCRIPTORS["foxglove.CompressedImage"])
+        if n == 1 and isinstance(v, memoryview)
+    )  # fmt: skip
+    vector3 = _pb.field_bytes(1, b"Vector3") + b"".join(
+        _field(axis, i + 1, 1) for i, axis in enumerate("xyz")
+    )
+    imu = (
+        _pb.field_bytes(1, b"Imu")
+        + _field("timestamp", 1, 11, ".google.protobuf.Timestamp")
+        + _field("frame_id", 2, 9)
+        + _field("linear_acceleration", 3, 11, ".hyperframes.Vector3")
+        + _field("angular_velocity", 4, 11, ".hyperframes.Vector3")
+    )
+    ours = (
+        _pb.field_bytes(1, b"hyperframes/Imu.proto")
+        + _pb.field_bytes(2, b"hyperframes")
+        + _pb.field_bytes(3, b"google/protobuf/timestamp.proto")
+        + _pb.field_bytes(4, vector3)
+        + _pb.field_bytes(4, imu)
+        + _pb.field_bytes(12, b"proto3")
+    )
+    return _pb.field_bytes(1, timestamp_file) + _pb.field_bytes(1, ours)
+
+
+IMU_SCHEMA = Schema("hyperframes.Imu", "protobuf", _imu_descriptor())
 RAW_SCHEMA = _json_schema(
     "hyperframes.Raw",
     {
@@ -110,6 +166,62 @@ EVENT_SCHEMA = _json_schema(
     },
 )
 
+_FLAG_NAMES = ["KEYFRAME", "HW_TIMESTAMP", "LATE", "QUARANTINED"]
+BLOCK_SCHEMA = _json_schema(
+    "hyperframes.Block",
+    {
+        "timestamp": {**_TIME, "description": "the window's end (the block is complete)"},
+        "window_id": {"type": "integer", "description": "k: the window (k*L, (k+1)*L] ns"},
+        "window_ns": {"type": "integer", "description": "L, the window length in ns"},
+        "file": {"type": "string", "description": "the hyperframe file the block is from"},
+        "missing": {
+            "type": "array",
+            "items": {"type": "string"},
+            "description": "streams that delivered nothing in this window",
+        },
+        "frames": {
+            "type": "array",
+            "description": "every frame stored in the block, in the block's order",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "topic": {"type": "string", "description": "the message's topic"},
+                    "log_time": {**_TIME, "description": "the message's log time"},
+                    "sequence": {"type": "integer", "minimum": 0},
+                    "flags": {
+                        "type": "integer",
+                        "minimum": 0,
+                        "description": "bits: 1 KEYFRAME, 2 HW_TIMESTAMP, 4 LATE, 8 QUARANTINED",
+                    },
+                    "flag_names": {"type": "array", "items": {"type": "string"}},
+                    "receive": {**_TIME, "description": "host receive time; 0 = unknown"},
+                    "duration_ns": {"type": "integer", "minimum": 0},
+                },
+            },
+        },
+    },
+)
+BLOCKS_TOPIC = "/hyperframes/blocks"
+QUARANTINE_PREFIX = "/hyperframes/quarantined"  # + a stream's topic: its quarantined frames
+QUARANTINED_META_KEY = "hyperframes.quarantined"  # channel metadata: the stream's own topic
+#: The annotation topics an export writes besides the streams' topics, and their schemas.
+#: An import recognises them by topic and schema name and does not make streams of them;
+#: a new annotation topic is one more entry here (and its messages in export.py).
+ANNOTATION_TOPICS: dict[str, Schema] = {
+    EVENTS_TOPIC: EVENT_SCHEMA,
+    BLOCKS_TOPIC: BLOCK_SCHEMA,
+}
+
+
+def flag_names(flags: int) -> list[str]:
+    """The names of the frame flags set in ``flags`` (KEYFRAME, HW_TIMESTAMP, LATE, QUARANTINED)."""
+    return [name for i, name in enumerate(_FLAG_NAMES) if flags >> i & 1]
+
+
+def quarantine_topic(topic: str) -> str:
+    """The topic of a stream's quarantined frames: ``/hyperframes/quarantined`` + its topic."""
+    return QUARANTINE_PREFIX + topic
+
 
 class Codec(Enum):
     """How a stream's payloads are carried in messages."""
@@ -117,6 +229,7 @@ class Codec(Enum):
     IMAGE = "foxglove.CompressedImage"
     VIDEO = "foxglove.CompressedVideo"
     POINT_CLOUD = "foxglove.PointCloud"
+    RAW_IMAGE = "foxglove.RawImage"
     IMU = "hyperframes.Imu"
     RAW = "hyperframes.Raw"
     JSON = "json"  # the payload is the JSON message itself (no schema)
@@ -140,6 +253,8 @@ class ChannelSpec:
     format: str = ""
     point_stride: int = 0
     point_fields: tuple[msg.PackedField, ...] = ()
+    width: int = 0
+    height: int = 0
 
     def encode(self, timestamp_ns: int, payload: bytes | memoryview) -> bytes:
         """The message body for one frame."""
@@ -152,6 +267,8 @@ class ChannelSpec:
             return msg.encode_point_cloud(
                 timestamp_ns, self.frame_id, self.point_stride, self.point_fields, payload
             )
+        if c is Codec.RAW_IMAGE:
+            return _encode_raw_image(self, timestamp_ns, payload)
         if c is Codec.IMU:
             return msg.encode_imu(timestamp_ns, self.frame_id, _IMU.unpack(payload))
         if c is Codec.RAW:
@@ -207,6 +324,60 @@ def _point_layout(stream: StreamInfo) -> tuple[int, tuple[msg.PackedField, ...]]
     return cols * size, fields
 
 
+#: hyperframes raw camera encodings -> the foxglove.RawImage encoding they are written as
+#: (raw-nv12 as 4:2:2 uyvy, each chroma row twice: Studio has no NV12 decoder; lossless back)
+RAW_IMAGE_ENCODINGS = {"raw-rgb": "rgb8", "raw-gray8": "mono8", "raw-nv12": "uyvy"}
+_RAW_BYTES_PER_PIXEL = {"rgb8": 3, "mono8": 1, "uyvy": 2}
+
+
+def _image_size(stream: StreamInfo) -> tuple[int, int] | None:
+    """(width, height) of a raw camera stream that can be a RawImage, else None."""
+    if stream.encoding not in RAW_IMAGE_ENCODINGS:
+        return None
+    try:
+        w, h = int(stream.extra.get("width", 0)), int(stream.extra.get("height", 0))
+    except (TypeError, ValueError):
+        return None
+    if w <= 0 or h <= 0 or (stream.encoding == "raw-nv12" and (w % 2 or h % 2)):
+        return None
+    return w, h
+
+
+def _encode_raw_image(spec: ChannelSpec, timestamp_ns: int, payload: bytes | memoryview) -> bytes:
+    w, h, enc = spec.width, spec.height, spec.format
+    data: bytes | memoryview = payload
+    if enc == "uyvy":
+        data = nv12_to_uyvy(payload, w, h)
+    return msg.encode_raw_image(
+        timestamp_ns, spec.frame_id, w, h, enc, w * _RAW_BYTES_PER_PIXEL[enc], data
+    )
+
+
+def nv12_to_uyvy(data: bytes | memoryview, width: int, height: int) -> bytes:
+    """NV12 (Y plane, then UV pairs of 2x2 blocks) as UYVY: each chroma row used twice."""
+    buf = np.frombuffer(data, np.uint8)
+    if buf.size != width * height * 3 // 2:
+        raise ValueError(f"raw-nv12 frame of {buf.size} bytes is not {width}x{height}x1.5")
+    y = buf[: width * height].reshape(height, width)
+    uv = np.repeat(buf[width * height :].reshape(height // 2, width // 2, 2), 2, axis=0)
+    out = np.empty((height, width // 2, 4), np.uint8)
+    out[..., 0], out[..., 2] = uv[..., 0], uv[..., 1]
+    out[..., 1], out[..., 3] = y[:, 0::2], y[:, 1::2]
+    return out.tobytes()
+
+
+def uyvy_to_nv12(data: bytes | memoryview, width: int, height: int) -> bytes:
+    """The reverse of :func:`nv12_to_uyvy` (chroma of the even rows)."""
+    buf = np.frombuffer(data, np.uint8)
+    if buf.size != width * height * 2:
+        raise MessageDecodeError(f"uyvy image of {buf.size} bytes is not {width}x{height}x2")
+    px = buf.reshape(height, width // 2, 4)
+    y = np.empty((height, width), np.uint8)
+    y[:, 0::2], y[:, 1::2] = px[..., 1], px[..., 3]
+    uv = px[0::2, :, 0::2]  # U, V of the even rows
+    return y.tobytes() + np.ascontiguousarray(uv).tobytes()
+
+
 def channel_for(stream: StreamInfo, topic: str | None = None) -> ChannelSpec:
     """The channel of a stream (see the module docstring for the rules)."""
     topic = topic or topic_for(stream.name)
@@ -232,6 +403,11 @@ def channel_for(stream: StreamInfo, topic: str | None = None) -> ChannelSpec:
         return ChannelSpec(
             topic, Codec.VIDEO, _protobuf(Codec.VIDEO.value), "protobuf", meta, frame_id, enc
         )
+    size = _image_size(stream)
+    if size is not None:
+        return ChannelSpec(topic, Codec.RAW_IMAGE, _protobuf(Codec.RAW_IMAGE.value), "protobuf",
+                           meta, frame_id, RAW_IMAGE_ENCODINGS[enc], width=size[0],
+                           height=size[1])  # fmt: skip
     layout = None
     if stream.kind in (SensorKind.LIDAR, SensorKind.RADAR) or enc in ("xyzi-f32", "radar-f32"):
         layout = _point_layout(stream)
@@ -248,7 +424,7 @@ def channel_for(stream: StreamInfo, topic: str | None = None) -> ChannelSpec:
             point_fields=fields,
         )
     if enc == "imu-f64" and stream.dtype == "<f8" and stream.shape == (6,):
-        return ChannelSpec(topic, Codec.IMU, IMU_SCHEMA, "json", meta, frame_id)
+        return ChannelSpec(topic, Codec.IMU, IMU_SCHEMA, "protobuf", meta, frame_id)
     if enc == "json":
         return ChannelSpec(topic, Codec.JSON, None, "json", meta, frame_id)
     return ChannelSpec(topic, Codec.RAW, RAW_SCHEMA, "json", meta, frame_id, enc)
@@ -311,6 +487,49 @@ def _decode_video(data: bytes) -> Decoded:
 def _decode_imu(data: bytes) -> Decoded:
     ts, values = msg.decode_imu(data)
     return ts, _IMU.pack(*values)
+
+
+def _decode_imu_json(data: bytes) -> Decoded:
+    ts, values = msg.decode_imu_json(data)
+    return ts, _IMU.pack(*values)
+
+
+_FROM_RAW_IMAGE = {v: k for k, v in RAW_IMAGE_ENCODINGS.items()}
+
+
+def _raw_image_stream(
+    name: str, first: msg.RawImageMessage, known: StreamInfo | None
+) -> StreamInfo | None:
+    """The camera stream of a RawImage topic; None for a layout hyperframes has no encoding
+    for (then the messages are kept whole, with their schema)."""
+    if known is not None:
+        return known
+    enc = _FROM_RAW_IMAGE.get(first.encoding)
+    if enc is None or enc == "raw-nv12":  # a foreign uyvy image is not NV12
+        return None
+    if first.step != first.width * _RAW_BYTES_PER_PIXEL[first.encoding] or first.height <= 0:
+        return None  # padded rows
+    extra: dict[str, Any] = {"width": first.width, "height": first.height}
+    return StreamInfo(0, name, SensorKind.CAMERA, enc, timestamp_source=TimestampSource.HOST,
+                      extra=extra)  # fmt: skip
+
+
+def _raw_image_decoder(stream: StreamInfo) -> Callable[[bytes], Decoded]:
+    """Frames of a RawImage topic: the pixels (raw-nv12 back from uyvy), rows unpadded."""
+    nv12 = stream.encoding == "raw-nv12"
+    size = _image_size(stream)
+
+    def decode(data: bytes) -> Decoded:
+        m = msg.decode_raw_image(data)
+        if size is not None and (m.width, m.height) != size:
+            raise MessageDecodeError(
+                f"foxglove.RawImage: {m.width}x{m.height}, the stream is {size[0]}x{size[1]}"
+            )
+        if nv12:
+            return m.timestamp_ns, uyvy_to_nv12(m.data, m.width, m.height)
+        return m.timestamp_ns, m.data
+
+    return decode
 
 
 def _decode_raw(data: bytes) -> Decoded:
@@ -420,10 +639,16 @@ def plan_import(
             _never,
             known is not None,
         )
-    if sname == Codec.IMU.value and message_encoding == "json":
-        msg.decode_imu(first_message)
+    if sname == Codec.IMU.value and message_encoding in ("protobuf", "json"):
+        decode = _decode_imu if message_encoding == "protobuf" else _decode_imu_json
+        decode(first_message)
         stream = StreamInfo(0, name, SensorKind.IMU, "imu-f64", timestamp_source=host)
-        return ImportPlan(ours_or(stream), Codec.IMU, _decode_imu, _never, known is not None)
+        return ImportPlan(ours_or(stream), Codec.IMU, decode, _never, known is not None)
+    if sname == Codec.RAW_IMAGE.value and message_encoding == "protobuf":
+        image_stream = _raw_image_stream(name, msg.decode_raw_image(first_message), known)
+        if image_stream is not None:
+            return ImportPlan(image_stream, Codec.RAW_IMAGE, _raw_image_decoder(image_stream),
+                              _always, known is not None)  # fmt: skip
     if sname == Codec.RAW.value and message_encoding == "json":
         msg.decode_raw(first_message)
         stream = StreamInfo(0, name, timestamp_source=host)

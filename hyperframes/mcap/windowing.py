@@ -5,7 +5,8 @@ are placed by their capture time, which may lag it. A window ``k`` (frames
 stamped in ``(k*L, (k+1)*L]``, :func:`hyperframes.windows.window_of`) stays
 open until the arrival clock passes its end by ``max_delay_ns``; a frame of
 a window already closed goes into the next window written, flagged LATE,
-exactly as the recorder treats a late frame.
+exactly as the recorder treats a late frame. A QUARANTINED frame (its stamp
+judged implausible) goes into the window of its arrival.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ class PendingFrame:
     flags: int = 0
     stream_index: int | None = None
     receive_ns: int = 0
+    duration_ns: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +77,13 @@ class WindowAssembler:
         ready = self._close(
             lambda wid: window_end(wid, self.window_ns) + self.max_delay_ns < now_ns
         )
+        if frame.flags & FrameFlags.QUARANTINED:  # its stamp is implausible: placed on arrival
+            w = window_of(now_ns, self.window_ns)
+            if self._closed_upto is not None and w <= self._closed_upto:
+                self._late.append(frame)  # into the next window written, not LATE
+            else:
+                self._open.setdefault(w, []).append(frame)
+            return ready
         w = window_of(frame.timestamp_ns, self.window_ns)
         if self._closed_upto is not None and w <= self._closed_upto:
             self._late.append(replace(frame, flags=frame.flags | FrameFlags.LATE))
