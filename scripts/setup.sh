@@ -6,6 +6,10 @@ cd "$(dirname "$0")/.."
 extras="${1:-dev}"
 
 apt_packages=(mosquitto libsystemd-dev pkg-config gcc systemd ffmpeg)
+# node and npm read MCAP exports as Foxglove Studio does (tests/test_mcap_foxglove_js.py installs
+# its npm packages on first use); only when missing, so a node that bundles npm is left alone
+command -v node >/dev/null 2>&1 || apt_packages+=(nodejs)
+command -v npm >/dev/null 2>&1 || apt_packages+=(npm)
 if command -v apt-get >/dev/null 2>&1 && [ "$extras" = dev ]; then
     missing=()
     for p in "${apt_packages[@]}"; do

@@ -6,6 +6,7 @@ import json
 import struct
 from pathlib import Path
 
+import mcap_kinds
 import numpy as np
 import pytest
 from mcap.reader import make_reader
@@ -16,6 +17,7 @@ from hyperframes.cli import main
 from hyperframes.layout import INDEX_DTYPE
 from hyperframes.mcap import export_mcap, import_mcap
 from hyperframes.mcap import messages as msg
+from hyperframes.mcap._foxglove_schemas import DESCRIPTORS
 from hyperframes.mcap.errors import (
     BadMappingError,
     BadMessageError,
@@ -331,3 +333,48 @@ def test_round_trip_of_the_demo_profile_by_command_line(
         assert np.array_equal(a.aux(), b.aux())  # receive times travel as publish times
         assert a.window_count() == b.window_count()
     assert main(["import", str(tmp_path / "nope.mcap"), str(back)]) == 2
+
+
+def test_every_kind_of_stream_comes_back_from_its_export(tmp_path: Path) -> None:
+    """Raw cameras go out as foxglove.RawImage (raw-nv12 as uyvy) and come back byte for
+    byte; the IMU's NaN, infinities and -0.0 too; durations and receive times as well."""
+    hf, mc, back = tmp_path / "k.hf", tmp_path / "k.mcap", tmp_path / "back.hf"
+    mcap_kinds.write_every_kind(hf)
+    report = export_mcap([hf], mc)
+    assert {t.topic: t.schema for t in report.topics.values()}["/nv12"] == "foxglove.RawImage"
+    result = import_mcap(mc, back)
+    assert result.left_out == {"/hyperframes/events": {"annotation topic (hyperframes.Event)": 6}}
+    _same_frames(hf, back)
+    _same_recording(hf, back)
+    with open(mc, "rb") as f:
+        (raw,) = [m.data for _s, c, m in make_reader(f).iter_messages(topics=["/nv12"])][:1]
+    image = msg.decode_raw_image(raw)
+    assert (image.encoding, image.width, image.height, image.step) == ("uyvy", 4, 2, 8)
+    with HyperframeReader(hf) as r:
+        nv12 = r.frame_at(int(r.stream_slice("nv12")[0])).tobytes()
+    y, u, v = nv12[:8], nv12[8::2], nv12[9::2]
+    assert bytes(image.data[:4]) == bytes([u[0], y[0], v[0], y[1]])  # U Y0 V Y1
+    assert bytes(image.data[8:12]) == bytes([u[0], y[4], v[0], y[5]])  # row 1: same chroma
+
+
+def test_a_foreign_raw_image_topic_becomes_a_camera_stream(tmp_path: Path) -> None:
+    src = tmp_path / "raw.mcap"
+    m = _Mcap(src)
+    m.channel("/img", "foxglove.RawImage", "protobuf", DESCRIPTORS["foxglove.RawImage"],
+              "protobuf")  # fmt: skip
+    m.channel("/padded", "foxglove.RawImage", "protobuf", DESCRIPTORS["foxglove.RawImage"],
+              "protobuf")  # fmt: skip
+    pixels = [bytes(range(i, i + 12)) for i in range(3)]
+    for i, p in enumerate(pixels):
+        t = T0 + (i + 1) * L
+        m.add("/img", t, msg.encode_raw_image(t, "cam", 2, 2, "rgb8", 6, p))
+        m.add("/padded", t, msg.encode_raw_image(t, "cam", 2, 2, "mono8", 6, p))
+    m.close()
+    import_mcap(src, tmp_path / "o.hf", window_ns=L)
+    with HyperframeReader(tmp_path / "o.hf") as r:
+        img, padded = r.stream("img"), r.stream("padded")
+        assert (img.encoding, img.extra) == ("raw-rgb", {"width": 2, "height": 2})
+        assert [f.tobytes() for f in r.frames("img")] == pixels
+        assert padded.encoding == "bytes" and padded.extra["mcap"]["schema_name"] == (
+            "foxglove.RawImage"
+        )  # rows with padding: kept as whole messages, with their schema
