@@ -19,12 +19,12 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-import mcap_kinds
 import pytest
 
 from hyperframes.mcap import export_mcap
 
 import faulty_recording as fr
+import mcap_kinds
 
 JS = Path(__file__).parent / "js"
 

@@ -6,7 +6,6 @@ import json
 import struct
 from pathlib import Path
 
-import mcap_kinds
 import numpy as np
 import pytest
 from mcap.reader import make_reader
@@ -30,6 +29,7 @@ from hyperframes.synth import profile, write_synthetic
 from hyperframes.windows import window_of
 
 import faulty_recording as fr
+import mcap_kinds
 
 L = 50_000_000  # import window
 T0 = 1_735_689_600_000_000_000

@@ -5,10 +5,17 @@ slice, so memory holds one slice), merged across streams and files in
 capture-time order, and written as messages whose log time is the capture
 time and whose publish time is the host receive time (the capture time when
 unknown); the sequence number is the stream's sequence number. Channels and
-schemas: :mod:`hyperframes.mcap.schemas`. The annotation topic
-(``/hyperframes/events``) carries window boundaries and what went wrong
-(:mod:`hyperframes.viz.events`). Quarantined frames appear there only: their
-stamps are implausible, so they are not put on a sensor's timeline.
+schemas: :mod:`hyperframes.mcap.schemas`. Quarantined frames go to
+``/hyperframes/quarantined/<topic>`` at their arrival time (their stamps are
+implausible, so they stay off the sensor's timeline).
+
+Annotation topics (:data:`~hyperframes.mcap.schemas.ANNOTATION_TOPICS`):
+``/hyperframes/events`` carries window boundaries and what went wrong
+(:mod:`hyperframes.viz.events`); ``/hyperframes/blocks`` one note per window
+block with what the messages cannot say (block, flags, receive time,
+duration, missing streams; :mod:`hyperframes.mcap.blocks`). Both are merged
+into the message stream as ``(log time, kind, order, message)`` tuples; a new
+annotation topic is one more kind in ``_ANNOTATION_KINDS`` and its tuples.
 """
 
 from __future__ import annotations

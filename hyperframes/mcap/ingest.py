@@ -1,13 +1,19 @@
 """An MCAP file to a hyperframe file, windowed with the recorder's rule.
 
 Two passes over the MCAP file, both streaming (memory holds the windows
-still open, not the file): the first finds each topic's first message, from
-which :func:`hyperframes.mcap.schemas.plan_import` decides the stream; the
-second reads the messages in log-time order and feeds them through a
-:class:`~hyperframes.mcap.windowing.WindowAssembler` into a
-:class:`~hyperframes.writer.HyperframeWriter`. A frame's timestamp is the
-capture time its message carries (the ``timestamp`` of Foxglove and
-hyperframes messages) or, without one, the log time.
+still open, not the file). The first reads the file as a stream (every
+channel and schema record wherever it is, each channel's first message, up
+to the first message of every channel the statistics count), from which
+:func:`hyperframes.mcap.schemas.plan_import` decides the streams. The second
+reads the messages in log-time order (mcap's seeking reader, given the
+channels and schemas a summary does not repeat) and feeds them through a
+:class:`~hyperframes.mcap.windowing.WindowAssembler`, or, for our own
+exports, a :class:`~hyperframes.mcap.blocks.BlockAssembler` that rebuilds
+the blocks from their notes, into a :class:`~hyperframes.writer.HyperframeWriter`.
+A frame's timestamp is the capture time its message carries (the
+``timestamp`` of Foxglove and hyperframes messages) or, without one, the log
+time. Every message not imported is counted per topic with the reason, and
+the messages read are checked against the file's statistics.
 """
 
 from __future__ import annotations

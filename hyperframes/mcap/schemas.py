@@ -2,8 +2,9 @@
 
 Export (:func:`channel_for`): JPEG/PNG cameras become ``foxglove.CompressedImage``,
 H.264/H.265/AV1 cameras ``foxglove.CompressedVideo`` (one access unit per
-message, unchanged), point arrays (lidar, radar) ``foxglove.PointCloud``,
-``imu-f64`` the JSON ``hyperframes.Imu``, ``json`` payloads schemaless JSON,
+message, unchanged), raw cameras ``foxglove.RawImage``, point arrays (lidar,
+radar) ``foxglove.PointCloud``, ``imu-f64`` the protobuf ``hyperframes.Imu``
+(doubles: NaN and infinities exactly), ``json`` payloads schemaless JSON,
 anything else the JSON ``hyperframes.Raw`` (base64). A stream that came from
 an MCAP file goes back with its original schema and encoding.
 
