@@ -378,3 +378,17 @@ def test_a_foreign_raw_image_topic_becomes_a_camera_stream(tmp_path: Path) -> No
         assert padded.encoding == "bytes" and padded.extra["mcap"]["schema_name"] == (
             "foxglove.RawImage"
         )  # rows with padding: kept as whole messages, with their schema
+
+
+def test_a_renamed_stream_keeps_its_flags_and_missing_notes(tmp_path: Path) -> None:
+    hf, mc, back = tmp_path / "f.hf", tmp_path / "f.mcap", tmp_path / "back.hf"
+    fr.write_faulty(hf)
+    export_mcap([hf], mc)
+    report = import_mcap(mc, back, mapping={"/imu": "imu_renamed", "/cam": "cam"})
+    assert report.blocks and report.quarantined_frames == 1 and report.late_frames == 1
+    assert report.left_out["/lidar"] == {"not mapped (--map without --all-topics)": 18}
+    with HyperframeReader(back) as r:
+        imu = r.stream("imu_renamed").id
+        assert imu in r.missing[fr.IMU_MISSING]
+        assert [f.timestamp_ns for f in r.frames(imu) if f.late] == [fr.LATE_TS]
+        assert len(r.quarantine()) == 1

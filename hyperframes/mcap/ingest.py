@@ -50,6 +50,7 @@ from hyperframes.mcap.schemas import (
     ANNOTATION_TOPICS,
     BLOCKS_TOPIC,
     QUARANTINED_META_KEY,
+    STREAM_META_KEY,
     ImportPlan,
     Schema,
     plan_import,
@@ -431,11 +432,14 @@ def import_mcap(
         if window_ns <= 0:
             raise ValueError(f"window length must be > 0, got {window_ns} ns")
         report = ImportReport(out, window_ns)
+        plans = _plans(src, topics, chosen, report, scan)
+        # our own export, read with its own windows: the blocks come back as they were
         report.blocks = (
             BLOCKS_TOPIC in topics
             and _annotation(BLOCKS_TOPIC, topics[BLOCKS_TOPIC])
             and ours.get("window_ns") == str(window_ns)
             and time_source == "header"
+            and all(p.plan.ours for p in plans.values())
         )
         for topic, reason in skipped.items():
             if report.blocks and topic == BLOCKS_TOPIC:
@@ -443,7 +447,6 @@ def import_mcap(
             report.skipped_topics.append(topic)
             for channel in [topics[topic].channel, *topics[topic].others]:
                 report.leave_out(topic, reason, _count(scan, channel.id))
-        plans = _plans(src, topics, chosen, report, scan)
         streams = {p.plan.stream.id: p.plan.stream for p in plans.values()}
         by_id: dict[int, StreamReport] = {}
         for topic in chosen:
@@ -493,8 +496,9 @@ def _read(
     assembler = WindowAssembler(report.window_ns, stream_ids, max_delay_ns)
     blocks = BlockAssembler(
         {ch.topic: p.plan.stream.id for cid, p in plans.items() for ch in [scan.channels[cid]]},
-        {p.plan.stream.name: p.plan.stream.id for p in plans.values()},
-    )
+        {_exported_name(scan.channels[cid], p.plan.stream): p.plan.stream.id
+         for cid, p in plans.items()},
+    )  # fmt: skip
     counts: dict[int, int] = {}
     _patch_summary(summary, scan)
 
@@ -538,6 +542,14 @@ def _read(
         write(assembler.finish())
         report.late_frames = assembler.late_frames
     return counts
+
+
+def _exported_name(channel: Channel, stream: StreamInfo) -> str:
+    """The stream's name in the exported file (block notes use it; ``--map`` may rename)."""
+    try:
+        return str(json.loads(channel.metadata[STREAM_META_KEY])["name"])
+    except (KeyError, ValueError, TypeError):
+        return stream.name
 
 
 def _check_counts(
