@@ -9,6 +9,7 @@ import pytest
 
 from hyperframes import FrameFlags, SensorKind, StreamInfo, window_end
 from hyperframes.mcap import messages as msg
+from hyperframes.mcap.blocks import BlockAssembler, BlockNote, FrameNote
 from hyperframes.mcap.cli import parse_mapping
 from hyperframes.mcap.errors import MessageDecodeError
 from hyperframes.mcap.schemas import (
@@ -188,3 +189,66 @@ def test_assembler_rejects_bad_settings() -> None:
         WindowAssembler(0, [0])
     with pytest.raises(ValueError, match="max_delay_ns"):
         WindowAssembler(L, [0], max_delay_ns=-1)
+
+
+@pytest.mark.parametrize(
+    ("encoding", "size", "codec", "fmt"),
+    [
+        ("raw-rgb", (4, 2), Codec.RAW_IMAGE, "rgb8"),
+        ("raw-gray8", (4, 2), Codec.RAW_IMAGE, "mono8"),
+        ("raw-nv12", (4, 2), Codec.RAW_IMAGE, "uyvy"),
+        ("raw-nv12", (3, 2), Codec.RAW, "raw-nv12"),  # NV12 needs even sizes
+        ("raw-rgb", None, Codec.RAW, "raw-rgb"),  # no width/height: no RawImage
+    ],
+)
+def test_raw_cameras_become_raw_images_when_their_size_is_known(
+    encoding: str, size: tuple[int, int] | None, codec: Codec, fmt: str
+) -> None:
+    extra = {"width": size[0], "height": size[1]} if size else {}
+    spec = channel_for(StreamInfo(0, "cam", SensorKind.CAMERA, encoding, extra=extra))
+    assert (spec.codec, spec.format) == (codec, fmt)
+    if codec is Codec.RAW_IMAGE:
+        assert spec.schema is not None and spec.schema.name == "foxglove.RawImage"
+
+
+def test_quarantined_frames_are_placed_by_arrival_and_never_late() -> None:
+    a = WindowAssembler(L, [0], max_delay_ns=0)
+    q = int(FrameFlags.QUARANTINED)
+    ready = a.add(PendingFrame(0, T0 + 5 * L + 1, b"a"), T0 + 5 * L + 1)
+    ready += a.add(PendingFrame(0, 1_000, b"q", q), T0 + 5 * L + 2)  # a 1970 stamp
+    ready += a.add(PendingFrame(0, T0 + 7 * L + 1, b"b"), T0 + 7 * L + 1)
+    ready += a.add(PendingFrame(0, 2_000, b"r", q), T0 + 5 * L + 3)  # arrives after its window
+    ready += a.finish()
+    frames = {f.payload: (w.window_id, f.flags) for w in ready for f in w.frames}
+    assert frames[b"q"] == (K + 5, q)
+    assert frames[b"r"] == (K + 7, q)  # the next window written, not LATE
+    assert a.late_frames == 0
+
+
+def test_block_notes_round_trip_and_rebuild_blocks_in_any_arrival_order() -> None:
+    late = FrameNote("/imu", T0 + 3 * L - 5, 7, 6, T0 + 4 * L, 0)  # HW | LATE
+    own = FrameNote("/imu", T0 + 4 * L + 1, 8, 2, 0, 1234)
+    q = FrameNote("/hyperframes/quarantined/imu", T0 + 4 * L + 9 * L, 99, 10, T0 + 13 * L)
+    note = BlockNote(K + 4, L, "seg.hf", ("cam",), (late, own, q))
+    assert BlockNote.decode(note.encode()) == note and note.log_time == T0 + 5 * L
+    assert json.loads(note.encode())["frames"][0]["flag_names"] == ["HW_TIMESTAMP", "LATE"]
+    with pytest.raises(MessageDecodeError, match=r"hyperframes\.Block"):
+        BlockNote.decode(b'{"window_id": 1}')
+    streams = {"/imu": 2, "/hyperframes/quarantined/imu": 2}
+    b = BlockAssembler(streams, {"imu": 2, "cam": 0})
+    assert b.add_frame(late.key, PendingFrame(2, late.log_time, b"l")) == []
+    assert b.add_frame(own.key, PendingFrame(2, own.log_time, b"o")) == []
+    assert b.add_note(note) == []  # the quarantined frame arrives after the note
+    (w,) = b.add_frame(q.key, PendingFrame(2, 1_000, b"q"))
+    assert (w.window_id, w.missing) == (K + 4, (0,))
+    got = [(f.payload, f.flags, f.stream_index, f.receive_ns, f.duration_ns) for f in w.frames]
+    assert got == [
+        (b"l", 6, 7, T0 + 4 * L, 0), (b"o", 2, 8, 0, 1234), (b"q", 10, 99, T0 + 13 * L, 0)
+    ]  # fmt: skip
+    assert b.late_frames == 1
+    # a listed frame that never comes, and a frame no note lists, are both accounted for
+    b.add_note(BlockNote(K + 5, L, "seg.hf", (), (FrameNote("/imu", T0 + 5 * L + 1, 9, 2),)))
+    b.add_frame(("/imu", T0 + 6 * L, 10), PendingFrame(2, T0 + 6 * L, b"x"))
+    (w,) = b.finish()
+    assert w.frames == () and b.not_found == {"/imu": 1}
+    assert [(t, f.payload) for t, f in b.unlisted] == [("/imu", b"x")]
