@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict, deque
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -151,8 +151,9 @@ def file_block_notes(
     quarantine_topics: Mapping[int, str],
     lo: int,
     hi: int,
-) -> list[BlockNote]:
-    """The block notes of one file, for the streams in ``topics`` (stream id -> topic).
+) -> Iterator[BlockNote]:
+    """The block notes of one file in window order, for the streams in ``topics`` (stream
+    id -> topic); built one block at a time (memory: the index arrays, not a note per frame).
 
     A frame is listed when it is exported: indexed frames stamped in
     ``[lo, hi]``, quarantined ones (on ``quarantine_topics``) whose log time
@@ -161,53 +162,56 @@ def file_block_notes(
     """
     windows = reader.window_table
     if len(windows) == 0:
-        return []
+        return
     L = reader.window_ns
     ids = np.asarray(sorted(topics), np.int64)
     idx, aux = reader.index, reader.aux()
     sel = np.isin(idx["stream_id"], ids)
     sel &= (idx["timestamp_ns"] >= max(lo, 0)) & (idx["timestamp_ns"] <= max(hi, 0))
     pos = np.flatnonzero(sel)
-    per_block: dict[int, list[tuple[int, FrameNote]]] = defaultdict(list)
     rows = _block_rows(windows, idx["offset"][pos])
-    receive = aux["receive_ns"][pos] if len(aux) else np.zeros(len(pos), np.uint64)
-    duration = aux["duration_ns"][pos] if len(aux) else np.zeros(len(pos), np.uint32)
-    e = idx[pos]
-    for row, sid, flags, seq, ts, off, rx, du in zip(
-        rows.tolist(), e["stream_id"].tolist(), e["flags"].tolist(), e["stream_index"].tolist(),
-        e["timestamp_ns"].tolist(), e["offset"].tolist(), receive.tolist(), duration.tolist(),
-        strict=True,
-    ):  # fmt: skip
-        per_block[row].append((off, FrameNote(topics[sid], ts, seq, flags & 0xF, rx, du)))
+    order = np.lexsort((idx["offset"][pos], rows))  # by block, then write order
+    pos, rows = pos[order], rows[order]
+    starts = np.searchsorted(rows, np.arange(len(windows) + 1), "left").tolist()
+    quarantined: dict[int, list[tuple[int, FrameNote]]] = defaultdict(list)
     q = reader.quarantine()
-    if len(q):
-        q_rows = _block_rows(windows, q["offset"])
-        for row, entry in zip(q_rows.tolist(), q, strict=True):
-            sid = int(entry["stream_id"])
-            if sid not in quarantine_topics or row < 0:
-                continue
-            rx = int(entry["receive_ns"])
-            t = quarantine_log_time(rx, int(windows["window_id"][row]), L)
-            if lo <= t <= hi:
-                note = FrameNote(
-                    quarantine_topics[sid],
-                    t,
-                    int(entry["stream_index"]),
-                    int(entry["flags"]) & 0xF,
-                    rx,
-                    int(entry["duration_ns"]),
-                )
-                per_block[row].append((int(entry["offset"]), note))
+    for row, entry in zip(_block_rows(windows, q["offset"]).tolist(), q, strict=True):
+        sid = int(entry["stream_id"])
+        if sid not in quarantine_topics or row < 0:
+            continue
+        rx = int(entry["receive_ns"])
+        t = quarantine_log_time(rx, int(windows["window_id"][row]), L)
+        if lo <= t <= hi:
+            note = FrameNote(quarantine_topics[sid], t, int(entry["stream_index"]),
+                             int(entry["flags"]) & 0xF, rx, int(entry["duration_ns"]))  # fmt: skip
+            quarantined[row].append((int(entry["offset"]), note))
     names = {sid: reader.stream(sid).name for sid in topics}
-    notes = []
     for row, wid in enumerate(windows["window_id"].tolist()):
-        listed = per_block.get(row, [])
+        at = pos[starts[row] : starts[row + 1]]
+        listed = _frame_notes(idx[at], aux[at] if len(aux) else None, topics)
+        if quarantined.get(row):
+            listed = sorted(listed + quarantined[row], key=lambda pair: pair[0])
         if not listed and (window_end(wid, L) < lo or window_start(wid, L) >= hi):
             continue
-        listed.sort(key=lambda pair: pair[0])  # payload offset: the block's write order
         missing = tuple(names[s] for s in reader.missing.get(wid, ()) if s in names)
-        notes.append(BlockNote(wid, L, str(reader.path), missing, tuple(n for _off, n in listed)))
-    return notes
+        yield BlockNote(wid, L, str(reader.path), missing, tuple(n for _off, n in listed))
+
+
+def _frame_notes(
+    entries: np.ndarray, aux: np.ndarray | None, topics: Mapping[int, str]
+) -> list[tuple[int, FrameNote]]:
+    """(payload offset, note) of index entries (in write order) and their aux rows."""
+    n = len(entries)
+    receive = aux["receive_ns"].tolist() if aux is not None else [0] * n
+    duration = aux["duration_ns"].tolist() if aux is not None else [0] * n
+    return [
+        (off, FrameNote(topics[sid], ts, seq, flags & 0xF, rx, du))
+        for sid, flags, seq, ts, off, rx, du in zip(
+            entries["stream_id"].tolist(), entries["flags"].tolist(),
+            entries["stream_index"].tolist(), entries["timestamp_ns"].tolist(),
+            entries["offset"].tolist(), receive, duration, strict=True,
+        )
+    ]  # fmt: skip
 
 
 @dataclass(slots=True)

@@ -21,6 +21,7 @@ annotation topic is one more kind in ``_ANNOTATION_KINDS`` and its tuples.
 from __future__ import annotations
 
 import contextlib
+import heapq
 import json
 import os
 import time
@@ -35,7 +36,7 @@ from mcap.writer import CompressionType, Writer
 from hyperframes import __version__, search
 from hyperframes._io import atomic_output
 from hyperframes.mcap import messages
-from hyperframes.mcap.blocks import file_block_notes, quarantine_log_time
+from hyperframes.mcap.blocks import BlockNote, file_block_notes, quarantine_log_time
 from hyperframes.mcap.errors import EmptyRangeError, StreamMismatchError, UnknownStreamError
 from hyperframes.mcap.schemas import (
     ANNOTATION_TOPICS,
@@ -319,22 +320,23 @@ def export_mcap(
             for n in table
             if any(n in src.ids and _has_quarantined(src, src.ids[n], lo, hi) for src in sources)
         }
-        annotations: list[tuple[int, int, int, bytes]] = []  # log time, kind, order, message
+        events_list: list[_Annotation] = []
         if events:
             for r in readers:
-                annotations += [
+                events_list += [
                     (max(e.start_ns, 0), _EVENT, 0, _event_message(e, str(r.path)))
                     for e in recording_events(facts_from_reader(r))
                     if lo <= e.start_ns <= hi and (not e.stream or e.stream in table)
                 ]
+            events_list.sort(key=lambda a: a[:3])
+        notes: list[Iterator[_Annotation]] = []
         for k, src in enumerate(sources):
             topics = {sid: specs[n].topic for n, sid in src.ids.items()}
             q_topics = {sid: q_specs[n].topic for n, sid in src.ids.items() if n in q_specs}
-            annotations += [
-                (max(note.log_time, 0), _BLOCK, k, note.encode())
-                for note in file_block_notes(src.reader, topics, q_topics, lo, hi)
-            ]
-        annotations.sort(key=lambda a: a[:3])
+            blocks = file_block_notes(src.reader, topics, q_topics, lo, hi)
+            notes.append((max(note.log_time, 0), _BLOCK, k, note) for note in blocks)
+        # each source's notes are in window order: merged lazily, one block at a time
+        annotations = heapq.merge(events_list, *notes, key=lambda a: a[:3])
         report = ExportReport(Path(output), lo, hi)
         with atomic_output(output, overwrite) as tmp, open(tmp, "wb") as f:
             out = _McapOut(f, compression, chunk_size)
@@ -344,21 +346,19 @@ def export_mcap(
             for n, spec in named:
                 schema = spec.schema.name if spec.schema is not None else spec.message_encoding
                 report.topics[n] = TopicStats(spec.topic, schema)
-            used = {EVENTS_TOPIC} if events else set()
-            used |= {BLOCKS_TOPIC} if any(a[1] == _BLOCK for a in annotations) else set()
-            annotation_channels = {
-                kind: out.channel(
-                    ChannelSpec(topic, Codec.JSON, ANNOTATION_TOPICS[topic], "json", {}, "")
-                )
-                for kind, topic in _ANNOTATION_KINDS.items()
-                if topic in used
-            }
+            annotation_channels: dict[int, int] = {}  # kind -> channel, on first use
             out.writer.add_metadata("hyperframes", _file_metadata(readers, table))
             pending = iter(annotations)
             nxt = next(pending, None)
 
-            def annotate(a: tuple[int, int, int, bytes]) -> None:
-                t, kind, _k, data = a
+            def annotate(a: _Annotation) -> None:
+                t, kind, _k, body = a
+                if kind not in annotation_channels:
+                    topic = _ANNOTATION_KINDS[kind]
+                    annotation_channels[kind] = out.channel(
+                        ChannelSpec(topic, Codec.JSON, ANNOTATION_TOPICS[topic], "json", {}, "")
+                    )
+                data = body.encode() if isinstance(body, BlockNote) else body
                 out.writer.add_message(annotation_channels[kind], t, data, t)
                 if kind == _EVENT:
                     report.events += 1
@@ -398,6 +398,7 @@ def export_mcap(
 # annotation kinds, in the order they go before frames of the same log time (events) or
 # after them (block notes: a block is complete once its frames are written)
 _EVENT, _FRAME, _BLOCK = 0, 1, 2
+_Annotation = tuple[int, int, int, bytes | BlockNote]  # log time, kind, source, message
 _ANNOTATION_KINDS = {_EVENT: EVENTS_TOPIC, _BLOCK: BLOCKS_TOPIC}
 
 
