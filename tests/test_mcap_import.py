@@ -291,7 +291,7 @@ def test_round_trip_of_a_recording_with_trouble(tmp_path: Path) -> None:
     export_mcap([hf], mc)
     report = import_mcap(mc, back)  # window length from the export's metadata
     assert report.window_ns == 100_000_000 and report.blocks
-    assert report.left_out == {"/hyperframes/events": {"annotation topic (hyperframes.Event)": 39}}
+    assert report.left_out == {"/hyperframes/events": {"annotation topic hyperframes.Event": 39}}
     assert report.problems == [] and report.late_frames == 1 and report.quarantined_frames == 1
     _same_frames(hf, back)
     _same_recording(hf, back)
@@ -343,7 +343,7 @@ def test_every_kind_of_stream_comes_back_from_its_export(tmp_path: Path) -> None
     report = export_mcap([hf], mc)
     assert {t.topic: t.schema for t in report.topics.values()}["/nv12"] == "foxglove.RawImage"
     result = import_mcap(mc, back)
-    assert result.left_out == {"/hyperframes/events": {"annotation topic (hyperframes.Event)": 6}}
+    assert result.left_out == {"/hyperframes/events": {"annotation topic hyperframes.Event": 6}}
     _same_frames(hf, back)
     _same_recording(hf, back)
     with open(mc, "rb") as f:
@@ -386,7 +386,7 @@ def test_a_renamed_stream_keeps_its_flags_and_missing_notes(tmp_path: Path) -> N
     export_mcap([hf], mc)
     report = import_mcap(mc, back, mapping={"/imu": "imu_renamed", "/cam": "cam"})
     assert report.blocks and report.quarantined_frames == 1 and report.late_frames == 1
-    assert report.left_out["/lidar"] == {"not mapped (--map without --all-topics)": 18}
+    assert report.left_out["/lidar"] == {"not mapped: --map without --all-topics": 18}
     with HyperframeReader(back) as r:
         imu = r.stream("imu_renamed").id
         assert imu in r.missing[fr.IMU_MISSING]

@@ -117,7 +117,7 @@ def test_what_is_left_out_is_reported_by_topic_with_the_reason(tmp_path: Path) -
     _write(src, repeat_channels=False)
     report = import_mcap(src, tmp_path / "a.hf", window_ns=L, mapping={"/imu": "imu"})
     assert report.left_out == {
-        t: {"not mapped (--map without --all-topics)": N} for t in ("/cam", "/gps", "/notes")
+        t: {"not mapped: --map without --all-topics": N} for t in ("/cam", "/gps", "/notes")
     }
     assert "left out: /cam: 12 messages (not mapped" in report.summary()
     # a second channel of a topic with another schema is reported, not dropped silently

@@ -283,9 +283,9 @@ def _select(
         if topic in mapping:
             chosen[topic] = mapping[topic]
         elif _annotation(topic, topics[topic]):
-            skipped[topic] = f"annotation topic ({topics[topic].schema.name})"  # type: ignore[union-attr]
+            skipped[topic] = f"annotation topic {topics[topic].schema.name}"  # type: ignore[union-attr]
         elif mapping and not include_all:
-            skipped[topic] = "not mapped (--map without --all-topics)"
+            skipped[topic] = "not mapped: --map without --all-topics"
         else:
             chosen[topic] = stream_name_for(topic)
     for topic, t in topics.items():
