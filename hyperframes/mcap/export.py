@@ -14,8 +14,9 @@ Annotation topics (:data:`~hyperframes.mcap.schemas.ANNOTATION_TOPICS`):
 (:mod:`hyperframes.viz.events`); ``/hyperframes/blocks`` one note per window
 block with what the messages cannot say (block, flags, receive time,
 duration, missing streams; :mod:`hyperframes.mcap.blocks`). Both are merged
-into the message stream as ``(log time, kind, order, message)`` tuples; a new
-annotation topic is one more kind in ``_ANNOTATION_KINDS`` and its tuples.
+into the message stream as ``(log time, before/after, source, topic, message)``
+tuples (:func:`heapq.merge`); a new annotation topic is one more entry in
+``ANNOTATION_TOPICS`` and an iterator of its tuples, sorted by log time.
 """
 
 from __future__ import annotations
@@ -324,7 +325,7 @@ def export_mcap(
         if events:
             for r in readers:
                 events_list += [
-                    (max(e.start_ns, 0), _EVENT, 0, _event_message(e, str(r.path)))
+                    (max(e.start_ns, 0), _BEFORE, 0, EVENTS_TOPIC, _event_message(e, str(r.path)))
                     for e in recording_events(facts_from_reader(r))
                     if lo <= e.start_ns <= hi and (not e.stream or e.stream in table)
                 ]
@@ -334,7 +335,7 @@ def export_mcap(
             topics = {sid: specs[n].topic for n, sid in src.ids.items()}
             q_topics = {sid: q_specs[n].topic for n, sid in src.ids.items() if n in q_specs}
             blocks = file_block_notes(src.reader, topics, q_topics, lo, hi)
-            notes.append((max(note.log_time, 0), _BLOCK, k, note) for note in blocks)
+            notes.append((max(note.log_time, 0), _AFTER, k, BLOCKS_TOPIC, note) for note in blocks)
         # each source's notes are in window order: merged lazily, one block at a time
         annotations = heapq.merge(events_list, *notes, key=lambda a: a[:3])
         report = ExportReport(Path(output), lo, hi)
@@ -346,21 +347,20 @@ def export_mcap(
             for n, spec in named:
                 schema = spec.schema.name if spec.schema is not None else spec.message_encoding
                 report.topics[n] = TopicStats(spec.topic, schema)
-            annotation_channels: dict[int, int] = {}  # kind -> channel, on first use
+            annotation_channels: dict[str, int] = {}  # topic -> channel, on first use
             out.writer.add_metadata("hyperframes", _file_metadata(readers, table))
             pending = iter(annotations)
             nxt = next(pending, None)
 
             def annotate(a: _Annotation) -> None:
-                t, kind, _k, body = a
-                if kind not in annotation_channels:
-                    topic = _ANNOTATION_KINDS[kind]
-                    annotation_channels[kind] = out.channel(
+                t, _order, _k, topic, body = a
+                if topic not in annotation_channels:
+                    annotation_channels[topic] = out.channel(
                         ChannelSpec(topic, Codec.JSON, ANNOTATION_TOPICS[topic], "json", {}, "")
                     )
                 data = body.encode() if isinstance(body, BlockNote) else body
-                out.writer.add_message(annotation_channels[kind], t, data, t)
-                if kind == _EVENT:
+                out.writer.add_message(annotation_channels[topic], t, data, t)
+                if topic == EVENTS_TOPIC:
                     report.events += 1
                 else:
                     report.blocks += 1
@@ -395,11 +395,11 @@ def export_mcap(
     return report
 
 
-# annotation kinds, in the order they go before frames of the same log time (events) or
-# after them (block notes: a block is complete once its frames are written)
-_EVENT, _FRAME, _BLOCK = 0, 1, 2
-_Annotation = tuple[int, int, int, bytes | BlockNote]  # log time, kind, source, message
-_ANNOTATION_KINDS = {_EVENT: EVENTS_TOPIC, _BLOCK: BLOCKS_TOPIC}
+# where an annotation goes among the frames of its log time: before them (events) or after
+# them (block notes: a block is complete once its frames are written)
+_BEFORE, _FRAME, _AFTER = 0, 1, 2
+# log time, order, source file, topic (of ANNOTATION_TOPICS), message
+_Annotation = tuple[int, int, int, str, bytes | BlockNote]
 
 
 def _quarantine_channel(spec: ChannelSpec) -> ChannelSpec:
