@@ -392,3 +392,17 @@ def test_a_renamed_stream_keeps_its_flags_and_missing_notes(tmp_path: Path) -> N
         assert imu in r.missing[fr.IMU_MISSING]
         assert [f.timestamp_ns for f in r.frames(imu) if f.late] == [fr.LATE_TS]
         assert len(r.quarantine()) == 1
+
+
+def test_a_stream_with_only_quarantined_frames_in_range_comes_back_quarantined(
+    tmp_path: Path,
+) -> None:
+    hf, mc, back = tmp_path / "f.hf", tmp_path / "f.mcap", tmp_path / "back.hf"
+    fr.write_faulty(hf)
+    export_mcap([hf], mc, streams=["cam"], start_ns=fr.RX_Q - 1000, end_ns=fr.RX_Q + 1000)
+    report = import_mcap(mc, back)
+    assert report.frames == report.quarantined_frames == 1 and report.problems == []
+    with HyperframeReader(back) as r:
+        assert r.frame_count == 0 and r.stream("cam").encoding == "jpeg"
+        (q,) = r.quarantine()
+        assert (q["timestamp_ns"], q["receive_ns"]) == (fr.QUARANTINED_TS, fr.RX_Q)

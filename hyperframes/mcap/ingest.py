@@ -226,6 +226,10 @@ def _topics(path: Path, scan: _Scan) -> dict[str, _Topic]:
             topics[channel.topic] = _Topic(channel, schema, scan.first[cid])
         else:
             t.others.append(channel)
+    for topic, t in list(topics.items()):  # a stream with only quarantined frames in the file
+        base = t.channel.metadata.get(QUARANTINED_META_KEY)
+        if base is not None and topic == quarantine_topic(base) and base not in topics:
+            topics[base] = _Topic(t.channel, t.schema, t.first)  # stands for it, no messages
     return topics
 
 
@@ -445,6 +449,8 @@ def import_mcap(
             if report.blocks and topic == BLOCKS_TOPIC:
                 continue  # read: the windows are rebuilt from it
             report.skipped_topics.append(topic)
+            if topics[topic].channel.topic != topic:
+                continue  # stands for a stream without messages: counted on its own topic
             for channel in [topics[topic].channel, *topics[topic].others]:
                 report.leave_out(topic, reason, _count(scan, channel.id))
         streams = {p.plan.stream.id: p.plan.stream for p in plans.values()}
