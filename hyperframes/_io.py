@@ -1,15 +1,23 @@
 """Byte-level file I/O: positional reads and writes that handle short transfers, fsync.
 
-Also output files that appear whole or not at all (:func:`atomic_output`).
+Also output files that appear whole or not at all (:func:`atomic_output`), and
+the safe primitives every writer in the project creates files with: nothing
+created or written follows a symbolic link or replaces a file someone else
+put there (:func:`create_new`, :func:`rename_noreplace`, :func:`safe_dir`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import errno
+import functools
 import os
+import stat
 import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -25,6 +33,11 @@ __all__ = [
     "check_output",
     "atomic_output",
     "aligned_empty",
+    "UnsafePathError",
+    "create_new",
+    "write_new",
+    "rename_noreplace",
+    "safe_dir",
 ]
 
 _IOV_MAX = 512
@@ -166,6 +179,146 @@ def fsync_dir(path: str | os.PathLike[str]) -> None:
         os.close(fd)
 
 
+class UnsafePathError(OSError):
+    """A path the project was about to write through is a link, or not what it should be.
+
+    An ``OSError``, so the callers that already handle I/O errors (keep the
+    file, count the failure, report it) handle this one too.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], what: str) -> None:
+        self.path = os.fspath(path)
+        self.what = what
+        super().__init__(errno.EPERM, f"{self.path}: {what}; not writing through it")
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.what}; not writing through it"
+
+
+_CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def create_new(
+    path: str | os.PathLike[str], mode: int = 0o644, *, dir_fd: int | None = None
+) -> int:
+    """Create ``path`` and open it for writing; ``FileExistsError`` if anything is there.
+
+    ``O_CREAT | O_EXCL | O_NOFOLLOW``: a file, a symbolic link (even a dangling
+    one) or anything else already at ``path`` is never opened, truncated or
+    followed. Returns the file descriptor.
+    """
+    return os.open(path, _CREATE, mode, dir_fd=dir_fd)
+
+
+def write_new(
+    path: str | os.PathLike[str], data: bytes, mode: int = 0o644, *, dir_fd: int | None = None
+) -> None:
+    """Create ``path`` (see :func:`create_new`), write ``data`` and fsync it."""
+    fd = create_new(path, mode, dir_fd=dir_fd)
+    try:
+        write_all(fd, [data])
+        os.fsync(fd)
+    except BaseException:
+        os.close(fd)
+        with contextlib.suppress(OSError):
+            os.unlink(path, dir_fd=dir_fd)
+        raise
+    os.close(fd)
+
+
+_AT_FDCWD = -100
+_RENAME_NOREPLACE = 1
+
+
+@functools.cache
+def _libc_renameat2() -> Any:
+    """libc's ``renameat2``, or None where there is none (old glibc, musl)."""
+    try:
+        fn = ctypes.CDLL(None, use_errno=True).renameat2
+    except (AttributeError, OSError):
+        return None
+    fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    fn.restype = ctypes.c_int
+    return fn
+
+
+def rename_noreplace(
+    src: str | os.PathLike[str],
+    dst: str | os.PathLike[str],
+    *,
+    src_dir_fd: int | None = None,
+    dst_dir_fd: int | None = None,
+) -> None:
+    """Rename ``src`` to ``dst`` atomically; ``FileExistsError`` if anything is at ``dst``.
+
+    ``renameat2(RENAME_NOREPLACE)`` where the kernel and file system have it;
+    else a hard link and an unlink (which also never replaces); else, on a
+    file system with neither, a check and a rename.
+    """
+    fn = _libc_renameat2()
+    if fn is not None:
+        rc = fn(
+            _AT_FDCWD if src_dir_fd is None else src_dir_fd,
+            os.fsencode(src),
+            _AT_FDCWD if dst_dir_fd is None else dst_dir_fd,
+            os.fsencode(dst),
+            _RENAME_NOREPLACE,
+        )
+        if rc == 0:
+            return
+        err = ctypes.get_errno()
+        if err not in (errno.ENOSYS, errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP):
+            raise OSError(err, os.strerror(err), os.fspath(dst))
+    try:
+        os.link(src, dst, src_dir_fd=src_dir_fd, dst_dir_fd=dst_dir_fd, follow_symlinks=False)
+    except OSError as exc:
+        if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EMLINK):
+            raise
+        try:
+            os.stat(dst, dir_fd=dst_dir_fd, follow_symlinks=False)
+        except FileNotFoundError:
+            pass
+        else:
+            raise FileExistsError(errno.EEXIST, "File exists", os.fspath(dst)) from None
+        os.rename(src, dst, src_dir_fd=src_dir_fd, dst_dir_fd=dst_dir_fd)
+    else:
+        os.unlink(src, dir_fd=src_dir_fd)
+
+
+def safe_dir(path: str | os.PathLike[str], mode: int = 0o750, *, private: bool = False) -> Path:
+    """Make sure ``path`` is a real directory (created with ``mode`` if missing), not a link.
+
+    Raises :class:`UnsafePathError` when ``path`` is a symbolic link or not a
+    directory. With ``private`` the directory must belong to this process's
+    user, and group and world write bits are taken off it (a directory others
+    may write in lets them plant links for the next file created there).
+    """
+    p = Path(path)
+    with contextlib.suppress(FileExistsError):
+        p.mkdir(mode)
+    fd = _open_dir(p)
+    try:
+        st = os.fstat(fd)
+        if private:
+            if st.st_uid != os.geteuid():
+                raise UnsafePathError(p, f"belongs to uid {st.st_uid}, not to this user")
+            if st.st_mode & 0o022:
+                os.fchmod(fd, stat.S_IMODE(st.st_mode) & ~0o022)
+    finally:
+        os.close(fd)
+    return p
+
+
+def _open_dir(p: Path) -> int:
+    try:
+        return os.open(p, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+            what = "is a symbolic link" if p.is_symlink() else "is not a directory"
+            raise UnsafePathError(p, what) from None
+        raise
+
+
 def check_output(path: str | os.PathLike[str], overwrite: bool) -> Path:
     """``path`` as a Path; FileExistsError if it exists and ``overwrite`` is False."""
     out = Path(path)
@@ -185,7 +338,7 @@ def atomic_output(path: str | os.PathLike[str], overwrite: bool = False) -> Iter
     """
     out = check_output(path, overwrite)
     tmp = out.with_name(out.name + ".tmp")
-    tmp.unlink(missing_ok=True)
+    tmp.unlink(missing_ok=True)  # a link is removed, never followed
     try:
         yield tmp
         fd = os.open(tmp, os.O_RDONLY)
@@ -193,7 +346,10 @@ def atomic_output(path: str | os.PathLike[str], overwrite: bool = False) -> Iter
             os.fsync(fd)
         finally:
             os.close(fd)
-        os.replace(tmp, out)
+        if overwrite:
+            os.replace(tmp, out)
+        else:
+            rename_noreplace(tmp, out)
         fsync_dir(out.parent)
     except BaseException:
         tmp.unlink(missing_ok=True)

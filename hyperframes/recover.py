@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from hyperframes._blocks import END_OF_FILE, BlockScan, scan_blocks
-from hyperframes._io import fsync_dir
+from hyperframes._io import create_new, fsync_dir, rename_noreplace
 from hyperframes.errors import CorruptFileError, RecoveryError
 from hyperframes.verify import verify_file
 from hyperframes.writer import TMP_SUFFIX, write_trailer
@@ -114,7 +114,8 @@ def recover(
     # not NAME.tmp: for the default output that is the source itself
     tmp = out.with_name(out.name + ".recovering" + TMP_SUFFIX)
     try:
-        with open(src, "rb") as fin, open(tmp, "wb") as fout:
+        tmp.unlink(missing_ok=True)  # ours from an interrupted run, or a planted link
+        with open(src, "rb") as fin, os.fdopen(create_new(tmp), "wb") as fout:
             _copy_prefix(fin, fout, scan.end)
             fout.flush()
             write_trailer(
@@ -129,7 +130,10 @@ def recover(
         result = verify_file(tmp)  # the scan proved every block; this proves the whole
         if not result.ok:
             raise RecoveryError(src, "the recovered file does not verify: " + result.problems[0])
-        os.replace(tmp, out)
+        if overwrite:
+            os.replace(tmp, out)
+        else:
+            rename_noreplace(tmp, out)
     finally:
         tmp.unlink(missing_ok=True)
     fsync_dir(out.parent)

@@ -25,7 +25,7 @@ import numpy as np
 
 from hyperframes._checks import fits_block
 from hyperframes._crc import BytesLike, PayloadLike, byte_view, crc32c
-from hyperframes._io import fsync_dir, write_all
+from hyperframes._io import create_new, fsync_dir, rename_noreplace, write_all
 from hyperframes._meta import Meta, encode_meta, window_ns_problem
 from hyperframes.codecs import (
     BLOCK_SIZE,
@@ -206,7 +206,7 @@ class HyperframeWriter:
         meta = encode_meta(self._meta())
         self._meta_size = len(meta)
         self._meta_crc = crc32c(meta)
-        self._fd = os.open(self.tmp_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        self._fd = create_new(self.tmp_path, 0o644)
         try:
             self._pos = HEADER_SIZE + self._meta_size + pad_len(self._meta_size)
             self._data_offset = self._pos
@@ -325,7 +325,7 @@ class HyperframeWriter:
             )
             os.close(self._fd)
             self._closed = True
-            os.replace(self.tmp_path, self.path)
+            rename_noreplace(self.tmp_path, self.path)  # a file that appeared meanwhile stays
             fsync_dir(self.path.parent)
         except BaseException:
             self._abort()

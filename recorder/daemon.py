@@ -88,7 +88,7 @@ class SegmentSink:
         self.config = config
         self.stats = stats
         self.dir = Path(config.output_dir)
-        self.dir.mkdir(parents=True, exist_ok=True)
+        self.dir.mkdir(mode=0o750, parents=True, exist_ok=True)
         self.policy = RotationPolicy(
             round(config.segment_seconds * 1e9) if config.segment_seconds else None,
             config.segment_max_mb * _MB if config.segment_max_mb else None,

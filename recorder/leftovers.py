@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from hyperframes._io import fsync_dir
+from hyperframes._io import UnsafePathError, fsync_dir, rename_noreplace, safe_dir, write_new
 from hyperframes.errors import HyperframesError
 from hyperframes.salvage import finish_in_place
 from recorder.metrics import RecorderStats
@@ -71,8 +71,10 @@ def _one(tmp: Path) -> Outcome:
             return Outcome(tmp, "kept", f"{reason}; cannot move it aside: {exc}")
         return Outcome(tmp, "damaged", reason)
     try:
-        report = finish_in_place(tmp, tail_to=damaged / (tmp.name + ".tail"))
-    except HyperframesError as exc:
+        if damaged.exists() or damaged.is_symlink():  # made 0770 by an older version: tighten it
+            safe_dir(damaged, private=True)
+        report = finish_in_place(tmp, tail_to=damaged / (tmp.name + ".tail"), owned=True)
+    except (HyperframesError, UnsafePathError) as exc:
         _log.error("recovery on start: %s", exc)
         with contextlib.suppress(OSError):
             _move_aside(tmp, damaged, str(exc))
@@ -87,9 +89,17 @@ def _one(tmp: Path) -> Outcome:
 
 
 def _move_aside(tmp: Path, damaged: Path, reason: str) -> None:
-    damaged.mkdir(exist_ok=True)
-    note = damaged / (tmp.name + ".reason.txt")
-    note.write_text(reason + "\n", encoding="utf-8")
-    os.replace(tmp, damaged / tmp.name)
+    """Move ``tmp`` into ``damaged/`` beside a reason file; never over or through anything there."""
+    safe_dir(damaged, private=True)
+    target, n = damaged / tmp.name, 0
+    while os.path.lexists(target) or os.path.lexists(_note(target)):
+        n += 1
+        target = damaged / f"{tmp.name}.{n}"
+    write_new(_note(target), (reason + "\n").encode(), 0o640)
+    rename_noreplace(tmp, target)
     fsync_dir(damaged)
     fsync_dir(tmp.parent)
+
+
+def _note(target: Path) -> Path:
+    return target.with_name(target.name + ".reason.txt")
