@@ -18,7 +18,10 @@ with ``kill -9`` leaves nothing behind that a re-run would trip over:
   ``settle_s`` seconds may still be copied and is deferred; a ``*.tmp`` (a
   recording never finalized, an upload never renamed) is deferred until it
   is ``stale_tmp_s`` old, then moved to ``failed/``; hidden files and other
-  names are ignored.
+  names are ignored; a symbolic link is not followed (it is listed as ignored
+  in the summary) unless ``follow_links`` is set;
+- nothing is written through a link: ``failed/`` must be a real directory
+  (a link there is refused and the input stays), files in it get free names.
 
 Every result is one JSON line in the ledger (``OUT/ledger.jsonl`` by default).
 """
@@ -48,6 +51,7 @@ from converter.engines import Engine, Outcome, make_engine
 from converter.errors import BusyError, ConfigError
 from converter.progress import BatchDisplay, Tally
 from converter.task import make_request, write_json_atomic
+from hyperframes._io import lexists_at, open_safe_dir, rename_noreplace
 from hyperframes.writer import TMP_SUFFIX
 
 __all__ = [
@@ -85,6 +89,7 @@ class BatchOptions:
     ledger: Path | None = None
     ray: str | None = None  # "auto" or a Ray address; None: the local pool
     quiet: bool = False
+    follow_links: bool = False  # inbox entries that are symbolic links: converted, not ignored
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,21 +97,35 @@ class InboxEntry:
     """A file in the inbox and what to do with it now: convert, defer or fail."""
 
     path: Path
-    action: str  # "convert" | "defer" | "fail"
+    action: str  # "convert" | "defer" | "fail" | "ignore"
     reason: str = ""
 
     @property
     def identity(self) -> tuple[str, int, int, int]:
         """Name, size, mtime and inode: a file seen again unchanged is not reconsidered."""
-        st = self.path.stat()
+        st = self.path.lstat() if self.action == "ignore" else self.path.stat()
         return (self.path.name, st.st_size, st.st_mtime_ns, st.st_ino)
 
 
-def scan_inbox(inbox: Path, settle_s: float, stale_tmp_s: float, now: float) -> list[InboxEntry]:
-    """The inbox's candidate files, oldest name first, each with its action (pure over stat)."""
+LINK_REASON: Final = "a symbolic link, not followed (--follow-links converts what links point to)"
+
+
+def scan_inbox(
+    inbox: Path, settle_s: float, stale_tmp_s: float, now: float, *, follow_links: bool = False
+) -> list[InboxEntry]:
+    """The inbox's candidate files, oldest name first, each with its action (pure over stat).
+
+    A symbolic link named like an input is ``ignore`` unless ``follow_links``.
+    """
     entries: list[InboxEntry] = []
     for p in sorted(inbox.iterdir()):
-        if p.name.startswith(".") or not p.is_file():
+        if p.name.startswith("."):
+            continue
+        if p.is_symlink() and not follow_links:
+            if p.name.endswith((HF_SUFFIX, TMP_SUFFIX)):
+                entries.append(InboxEntry(p, "ignore", LINK_REASON))
+            continue
+        if not p.is_file():
             continue
         try:
             age = now - p.stat().st_mtime
@@ -142,13 +161,25 @@ def scan_inbox(inbox: Path, settle_s: float, stale_tmp_s: float, now: float) -> 
 
 
 def move_to_failed(path: Path, outcome: Outcome) -> Path:
-    """Move an inbox input to ``failed/`` (same file system: a rename) with a reason file."""
+    """Move an inbox input to ``failed/`` (same file system: a rename) with a reason file.
+
+    ``failed/`` is opened once (``O_NOFOLLOW``; a link there raises
+    :class:`~hyperframes._io.UnsafePathError`) and everything is done through
+    that descriptor under names that are free: nothing is replaced or followed.
+    """
     failed = path.parent / FAILED_DIR
-    failed.mkdir(exist_ok=True)
-    target = failed / path.name
+    dir_fd = open_safe_dir(failed, 0o777)
+    try:
+        return failed / _move_into(path, outcome, dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def _move_into(path: Path, outcome: Outcome, dir_fd: int) -> str:
+    name = path.name
     n = 1
-    while target.exists() or target.with_name(target.name + ".reason.json").exists():
-        target = failed / f"{path.name}.{n}"
+    while lexists_at(name, dir_fd) or lexists_at(name + ".reason.json", dir_fd):
+        name = f"{path.name}.{n}"
         n += 1
     reason = {
         "input": path.name,
@@ -160,9 +191,10 @@ def move_to_failed(path: Path, outcome: Outcome) -> Path:
         "sha256": outcome.get("sha256"),
         "converter_version": __version__,
     }
-    write_json_atomic(target.with_name(target.name + ".reason.json"), reason)
-    path.rename(target)
-    return target
+    write_json_atomic(Path(name + ".reason.json"), reason, replace=False, dir_fd=dir_fd)
+    rename_noreplace(path, name, dst_dir_fd=dir_fd)
+    os.fsync(dir_fd)
+    return name
 
 
 def _now_iso() -> str:
@@ -175,7 +207,8 @@ class _Ledger:
     def __init__(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
-        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+        self._fd = os.open(path, flags, 0o644)
 
     def write(self, doc: dict[str, Any]) -> None:
         os.write(self._fd, (json.dumps(doc, sort_keys=True) + "\n").encode())
@@ -187,7 +220,7 @@ class _Ledger:
 
 @contextlib.contextmanager
 def _out_dir_lock(out: Path) -> Iterator[None]:
-    fd = os.open(out / LOCK_FILE, os.O_CREAT | os.O_RDWR | os.O_CLOEXEC, 0o644)
+    fd = os.open(out / LOCK_FILE, os.O_CREAT | os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -360,7 +393,10 @@ def _scan(opts: BatchOptions, state: _State, record: _Recorder, display: BatchDi
     if opts.inbox is None:
         return
     cfg = opts.config.batch
-    for entry in scan_inbox(opts.inbox, cfg.settle_s, cfg.stale_tmp_s, time.time()):
+    now = time.time()
+    for entry in scan_inbox(
+        opts.inbox, cfg.settle_s, cfg.stale_tmp_s, now, follow_links=opts.follow_links
+    ):
         try:
             ident = entry.identity
         except FileNotFoundError:
@@ -376,7 +412,12 @@ def _scan(opts: BatchOptions, state: _State, record: _Recorder, display: BatchDi
                 )
             continue
         state.seen.add(ident)
-        if entry.action == "fail":
+        if entry.action == "ignore":
+            record.done(
+                {"input": os.fspath(entry.path), "status": "ignored", "reason": entry.reason},
+                inbox=False,
+            )
+        elif entry.action == "fail":
             display.queued()
             record.done(
                 {

@@ -44,6 +44,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="run as Ray tasks: auto (this machine's cluster, else a local instance) "
         "or a cluster address; needs hyperframes-sensors[cluster]",
     )
+    p.add_argument(
+        "--follow-links",
+        action="store_true",
+        help="convert inbox entries that are symbolic links (default: ignored, listed in the "
+        "summary)",
+    )
     p.add_argument("--ledger", type=Path, help="JSON Lines ledger (default OUT/ledger.jsonl)")
     p.add_argument("-q", "--quiet", action="store_true", help="failures and the summary only")
     p.add_argument(
@@ -85,6 +91,7 @@ def _convert(args: argparse.Namespace) -> int:
         ledger=args.ledger,
         ray=args.ray,
         quiet=args.quiet,
+        follow_links=args.follow_links,
     )
     try:
         return run_batch(opts)

@@ -48,7 +48,7 @@ class Tally:
     started: float = field(default_factory=time.monotonic)
 
     def add(self, outcome: dict[str, Any]) -> None:
-        """Count one outcome (statuses: converted, skipped, failed, deferred, interrupted)."""
+        """Count one outcome (converted, skipped, failed, deferred, interrupted, ignored)."""
         status = str(outcome.get("status", "failed"))
         self.counts[status] = self.counts.get(status, 0) + 1
         if status == "failed":
@@ -84,7 +84,8 @@ class Tally:
                 ", ".join(
                     f"{k} {c.get(k, 0)}" for k in ("converted", "skipped", "failed", "deferred")
                 )
-                + (f", interrupted {c['interrupted']}" if c.get("interrupted") else ""),
+                + (f", interrupted {c['interrupted']}" if c.get("interrupted") else "")
+                + (f", ignored {c['ignored']} (links)" if c.get("ignored") else ""),
             ),
             ("bytes (converted files)", _sizes(self.bytes_in, self.bytes_out)),
         ]

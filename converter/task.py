@@ -40,7 +40,7 @@ from converter.errors import (
     VerificationError,
 )
 from converter.plan import config_key, marker_name
-from hyperframes._io import fsync_dir
+from hyperframes._io import safe_dir, write_atomic
 from hyperframes.reader import HyperframeReader
 from hyperframes.verify import verify_file
 
@@ -81,18 +81,12 @@ def make_request(
     )
 
 
-def write_json_atomic(path: Path, doc: dict[str, Any]) -> None:
-    """Write ``doc`` to ``path`` as JSON: temporary file, fsync, rename, fsync the directory."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+def write_json_atomic(
+    path: Path, doc: dict[str, Any], *, replace: bool = True, dir_fd: int | None = None
+) -> None:
+    """Write ``doc`` to ``path`` as JSON with :func:`hyperframes._io.write_atomic` (no links)."""
     data = (json.dumps(doc, indent=1, sort_keys=True) + "\n").encode()
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
-    try:
-        os.write(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    fsync_dir(path.parent)
+    write_atomic(path, data, replace=replace, dir_fd=dir_fd)
 
 
 def read_marker(out_dir: Path, sha256: str, key: str) -> dict[str, Any] | None:
@@ -110,7 +104,7 @@ def read_marker(out_dir: Path, sha256: str, key: str) -> dict[str, Any] | None:
 
 def _write_marker(out_dir: Path, sha256: str, key: str, doc: dict[str, Any]) -> Path:
     markers = out_dir / MARKERS_DIR
-    markers.mkdir(parents=True, exist_ok=True)
+    safe_dir(markers, 0o777)
     path = markers / marker_name(sha256, key)
     write_json_atomic(path, doc)
     return path

@@ -37,7 +37,10 @@ __all__ = [
     "create_new",
     "write_new",
     "rename_noreplace",
+    "write_atomic",
+    "lexists_at",
     "safe_dir",
+    "open_safe_dir",
 ]
 
 _IOV_MAX = 512
@@ -274,24 +277,63 @@ def rename_noreplace(
     except OSError as exc:
         if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EMLINK):
             raise
-        try:
-            os.stat(dst, dir_fd=dst_dir_fd, follow_symlinks=False)
-        except FileNotFoundError:
-            pass
-        else:
+        if lexists_at(dst, dst_dir_fd):
             raise FileExistsError(errno.EEXIST, "File exists", os.fspath(dst)) from None
         os.rename(src, dst, src_dir_fd=src_dir_fd, dst_dir_fd=dst_dir_fd)
     else:
         os.unlink(src, dir_fd=src_dir_fd)
 
 
-def safe_dir(path: str | os.PathLike[str], mode: int = 0o750, *, private: bool = False) -> Path:
-    """Make sure ``path`` is a real directory (created with ``mode`` if missing), not a link.
+def write_atomic(
+    path: str | os.PathLike[str],
+    data: bytes,
+    mode: int = 0o644,
+    *,
+    replace: bool = True,
+    dir_fd: int | None = None,
+) -> None:
+    """Write ``data`` to ``path`` whole or not at all: a new temporary file, fsync, rename.
 
-    Raises :class:`UnsafePathError` when ``path`` is a symbolic link or not a
-    directory. With ``private`` the directory must belong to this process's
-    user, and group and world write bits are taken off it (a directory others
-    may write in lets them plant links for the next file created there).
+    The temporary file is created with :func:`create_new` (never through a
+    link). With ``replace`` False the rename never replaces anything at
+    ``path`` (``FileExistsError``); with True it replaces what is there (a
+    link is replaced, not followed). With ``dir_fd``, ``path`` is relative to
+    that open directory, which is then fsynced.
+    """
+    p = Path(path)
+    tmp = p.with_name(f".{p.name}.{os.getpid()}.tmp")
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(tmp, dir_fd=dir_fd)  # ours from a run that died, or a planted link
+    write_new(tmp, data, mode, dir_fd=dir_fd)
+    try:
+        if replace:
+            os.replace(tmp, p, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+        else:
+            rename_noreplace(tmp, p, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp, dir_fd=dir_fd)
+        raise
+    if dir_fd is None:
+        fsync_dir(p.parent)
+    else:
+        os.fsync(dir_fd)
+
+
+def lexists_at(name: str | os.PathLike[str], dir_fd: int | None = None) -> bool:
+    """True when anything (a link too) is at ``name`` (relative to ``dir_fd`` if given)."""
+    try:
+        os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def open_safe_dir(path: str | os.PathLike[str], mode: int = 0o750, *, private: bool = False) -> int:
+    """Like :func:`safe_dir`, but returns the directory open (``O_NOFOLLOW``) for ``dir_fd`` use.
+
+    Working through the returned descriptor, nothing done afterwards can be
+    redirected by someone who swaps ``path`` for a link meanwhile.
     """
     p = Path(path)
     with contextlib.suppress(FileExistsError):
@@ -304,9 +346,22 @@ def safe_dir(path: str | os.PathLike[str], mode: int = 0o750, *, private: bool =
                 raise UnsafePathError(p, f"belongs to uid {st.st_uid}, not to this user")
             if st.st_mode & 0o022:
                 os.fchmod(fd, stat.S_IMODE(st.st_mode) & ~0o022)
-    finally:
+    except BaseException:
         os.close(fd)
-    return p
+        raise
+    return fd
+
+
+def safe_dir(path: str | os.PathLike[str], mode: int = 0o750, *, private: bool = False) -> Path:
+    """Make sure ``path`` is a real directory (created with ``mode`` if missing), not a link.
+
+    Raises :class:`UnsafePathError` when ``path`` is a symbolic link or not a
+    directory. With ``private`` the directory must belong to this process's
+    user, and group and world write bits are taken off it (a directory others
+    may write in lets them plant links for the next file created there).
+    """
+    os.close(open_safe_dir(path, mode, private=private))
+    return Path(path)
 
 
 def _open_dir(p: Path) -> int:

@@ -194,3 +194,96 @@ def test_the_shared_primitives(tmp_path: Path) -> None:
     (tmp_path / "open").chmod(0o777)
     safe_dir(tmp_path / "open", private=True)
     assert stat.S_IMODE((tmp_path / "open").stat().st_mode) == 0o755
+
+
+# --- item 5: the converter's inbox -------------------------------------------------------
+
+CONVERT_YAML = """\
+video: {x265_preset: ultrafast}
+batch: {settle_s: 0, stale_tmp_s: 0, poll_s: 0.2, workers: 1}
+"""
+
+
+def batch(tmp_path: Path, inbox: Path, **kw: object) -> tuple[int, list[dict[str, object]]]:
+    from converter.batch import BatchOptions, ledger_records, run_batch
+    from converter.config import load_config
+
+    (tmp_path / "convert.yaml").write_text(CONVERT_YAML)
+    cfg = load_config(tmp_path / "convert.yaml")
+    out = tmp_path / "out"
+    opts = BatchOptions(out=out, config=cfg, inbox=inbox, quiet=True, **kw)  # type: ignore[arg-type]
+    status = run_batch(opts)
+    return status, ledger_records(out / "ledger.jsonl")
+
+
+def test_inbox_links_are_ignored_and_listed_never_read(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    inbox = tmp_path / "inbox"
+    inbox.mkdir()
+    secret = tmp_path / "secret"
+    secret.write_bytes(b"root:$6$very-secret-hash:19000:0:99999:7:::\n")
+    (inbox / "shadow.hf").symlink_to(secret)
+    (inbox / "shadow.hf.tmp").symlink_to(secret)
+    status, records = batch(tmp_path, inbox)
+    assert status == 0
+    assert sorted((Path(str(r["input"])).name, r["status"]) for r in records) == [
+        ("shadow.hf", "ignored"),
+        ("shadow.hf.tmp", "ignored"),
+    ]
+    assert all("sha256" not in r and "symbolic link" in str(r["reason"]) for r in records)
+    assert not (inbox / "failed").exists() and (inbox / "shadow.hf").is_symlink()
+    printed = capsys.readouterr()
+    assert "ignored 2 (links)" in " ".join((printed.out + printed.err).split())
+
+
+def test_follow_links_converts_a_linked_archive(tmp_path: Path) -> None:
+    pytest.importorskip("av")
+    from convert_fixtures import write_archive
+
+    inbox = tmp_path / "inbox"
+    inbox.mkdir()
+    write_archive(tmp_path / "elsewhere.hf", 0.3, late=False, quarantined=False)
+    (inbox / "linked.hf").symlink_to(tmp_path / "elsewhere.hf")
+    status, records = batch(tmp_path, inbox)
+    assert [r["status"] for r in records] == ["ignored"]
+    status, records = batch(tmp_path, inbox, follow_links=True)
+    assert status == 0 and [r["status"] for r in records][-1] == "converted"
+    assert verify_file(tmp_path / "out" / "linked.hf").ok
+
+
+def test_a_symlinked_failed_dir_is_not_followed(tmp_path: Path) -> None:
+    inbox = tmp_path / "inbox"
+    inbox.mkdir()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (inbox / "failed").symlink_to(elsewhere)
+    (inbox / "corrupt.hf").write_bytes(b"not a hyperframe file" * 40)
+    status, records = batch(tmp_path, inbox)
+    assert status == 1
+    (rec,) = records
+    assert rec["status"] == "failed" and "moved_to" not in rec
+    assert "symbolic link" in str(rec["move_error"])
+    assert (inbox / "corrupt.hf").exists() and list(elsewhere.iterdir()) == []
+
+
+@needs_root
+def test_an_uploaders_links_in_failed_are_neither_followed_nor_replaced(tmp_path: Path) -> None:
+    inbox = tmp_path / "inbox"
+    inbox.mkdir()
+    inbox.chmod(0o777)  # uploaders may write here
+    failed = inbox / "failed"
+    failed.mkdir()
+    failed.chmod(0o777)
+    victim = tmp_path / "victim.hf"
+    victim.write_bytes(b"precious")
+    plant_link(failed, "corrupt.hf", tmp_path / "planted")  # dangling: exists() says no
+    plant_link(failed, f".corrupt.hf.reason.json.{os.getpid()}.tmp", victim)
+    (inbox / "corrupt.hf").write_bytes(b"not a hyperframe file" * 40)
+    status, records = batch(tmp_path, inbox)
+    assert status == 1 and victim.read_bytes() == b"precious"
+    assert not (tmp_path / "planted").exists()
+    assert records[0]["moved_to"] == os.fspath(failed / "corrupt.hf.1")
+    assert (failed / "corrupt.hf.1").read_bytes() == b"not a hyperframe file" * 40
+    assert (failed / "corrupt.hf").is_symlink()
+    assert "corrupt" in (failed / "corrupt.hf.1.reason.json").read_text()
