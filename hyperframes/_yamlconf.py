@@ -8,6 +8,11 @@ did-you-mean suggestion for unknown keys and choices. Nothing here knows a
 schema; the recorder and the converter build theirs from these parts and
 re-raise the error as their own subclass.
 
+A config is trusted less than the code that reads it: the file is capped at
+:data:`MAX_CONFIG_BYTES`, nesting at :data:`MAX_DEPTH`, aliases (``*name``,
+the "billion laughs") are refused, values are echoed cut short
+(:func:`shown`) and secrets not at all (:func:`secret`). Each error is one line.
+
 PyYAML is imported only when a file is loaded (it is not a core dependency).
 """
 
@@ -30,6 +35,10 @@ __all__ = [
     "Section",
     "Check",
     "load_yaml",
+    "MAX_CONFIG_BYTES",
+    "MAX_DEPTH",
+    "shown",
+    "secret",
     "kind",
     "suggest",
     "join",
@@ -49,6 +58,9 @@ __all__ = [
 T = TypeVar("T")
 Check = Callable[[str, object], T]
 
+MAX_CONFIG_BYTES = 256 << 10  # a vehicle config is a few KB; a bigger file is refused unread
+MAX_DEPTH = 64  # nesting of mappings and lists (``extra`` itself allows 32)
+
 
 def load_yaml(file: str | os.PathLike[str], extra: str) -> object:
     """Read one YAML document with the strict safe loader.
@@ -64,17 +76,29 @@ def load_yaml(file: str | os.PathLike[str], extra: str) -> object:
             "", f"reading a YAML config needs PyYAML: {install_hint(extra)}", source
         ) from None
     try:
-        text = Path(file).read_text(encoding="utf-8")
+        with Path(file).open("rb") as f:
+            raw = f.read(MAX_CONFIG_BYTES + 1)
     except OSError as exc:
         raise ConfigError("", f"cannot read: {exc.strerror or exc}", source) from None
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise ConfigError("", f"larger than {MAX_CONFIG_BYTES >> 10} KiB; not a config", source)
+    try:
+        text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise ConfigError("", f"not UTF-8 text: {exc.reason}", source) from None
+        raise ConfigError("", f"not UTF-8 text: {exc.reason} at byte {exc.start}", source) from None
     try:
         return yaml.load(text, Loader=_strict_loader(yaml))  # a SafeLoader subclass
     except ConfigError as exc:
         raise ConfigError(exc.key, exc.problem, source) from None
+    except yaml.MarkedYAMLError as exc:  # the message without the snippet (it may hold a secret)
+        mark = exc.problem_mark or exc.context_mark
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        what = exc.problem or exc.context
+        raise ConfigError("", f"invalid YAML{where}: {what}", source) from None
     except yaml.YAMLError as exc:
-        raise ConfigError("", f"invalid YAML: {exc}", source) from None
+        raise ConfigError("", f"invalid YAML: {type(exc).__name__}", source) from None
+    except RecursionError:
+        raise ConfigError("", f"nested too deeply (at most {MAX_DEPTH} levels)", source) from None
 
 
 _LOADERS: dict[int, Any] = {}
@@ -87,7 +111,33 @@ def _strict_loader(yaml: Any) -> Any:
         return loader
 
     class StrictLoader(yaml.SafeLoader):  # type: ignore[misc]
-        """SafeLoader that rejects a key repeated in one mapping."""
+        """SafeLoader that rejects repeated keys, aliases and nesting deeper than MAX_DEPTH."""
+
+        _depth = 0
+
+        def fetch_flow_collection_start(self, token_class: Any) -> None:
+            # ``[[[[...``: refused as the scanner meets it (scanning ahead over a
+            # long run of brackets is slow before the composer sees any of them)
+            if self.flow_level >= MAX_DEPTH:
+                line = self.get_mark().line + 1
+                raise ConfigError("", f"line {line}: nested deeper than {MAX_DEPTH} levels")
+            super().fetch_flow_collection_start(token_class)
+
+        def compose_node(self, parent: Any, index: Any) -> Any:
+            event = self.peek_event()
+            line = event.start_mark.line + 1
+            if isinstance(event, yaml.AliasEvent):
+                raise ConfigError(
+                    "", f"line {line}: YAML aliases ({shown('*' + str(event.anchor), 40)}) are "
+                    "not allowed in a config; write the value out"
+                )  # fmt: skip
+            if self._depth >= MAX_DEPTH:
+                raise ConfigError("", f"line {line}: nested deeper than {MAX_DEPTH} levels")
+            self._depth += 1
+            try:
+                return super().compose_node(parent, index)
+            finally:
+                self._depth -= 1
 
     def construct_mapping(loader: Any, node: Any) -> dict[Any, Any]:
         seen: set[Any] = set()
@@ -97,7 +147,7 @@ def _strict_loader(yaml: Any) -> Any:
             if not isinstance(key, str | int | float | bool | None):
                 raise ConfigError("", f"line {line}: mapping keys must be plain names")
             if key in seen:
-                raise ConfigError("", f"line {line}: key {key!r} appears twice in one mapping")
+                raise ConfigError("", f"line {line}: key {shown(key)} appears twice in one mapping")
             seen.add(key)
         return dict(loader.construct_mapping(node))
 
@@ -160,11 +210,30 @@ def join(path: str, key: str) -> str:
     return f"{path}.{key}" if path else key
 
 
+def shown(value: object, limit: int = 60) -> str:
+    """``repr(value)`` for a message, cut to about ``limit`` characters (long values say so)."""
+    if isinstance(value, str) and len(value) > limit:
+        return f"{value[:limit]!r}... ({len(value)} characters)"
+    if isinstance(value, dict | list | tuple | set) and len(value) > 16:
+        return f"a {type(value).__name__} of {len(value)} items"
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}..."
+
+
+_KINDS = {dict: "a mapping", list: "a list", str: "a string", bool: "a boolean"}
+
+
 def kind(value: object) -> str:
     """How a value reads in a message: ``a mapping``, ``a string``, ``int 7``..."""
-    return {dict: "a mapping", list: "a list", str: "a string", bool: "a boolean"}.get(
-        type(value), f"{type(value).__name__} {value!r}"
-    )
+    return _KINDS.get(type(value), f"{type(value).__name__} {shown(value)}")
+
+
+def secret(key: str, value: object) -> str:
+    """A non-empty string whose value is never shown, not even in an error."""
+    if not isinstance(value, str) or not value:
+        what = _KINDS.get(type(value), f"a {type(value).__name__}")
+        raise ConfigError(key, f"must be a non-empty string, got {what} (value not shown)")
+    return value
 
 
 def string(key: str, value: object) -> str:
@@ -218,7 +287,7 @@ def choice(*allowed: str) -> Check[str]:
         if not isinstance(value, str) or value not in allowed:
             hint = suggest(str(value), allowed)
             raise ConfigError(
-                key, f"{value!r} is not allowed{hint} (allowed: {', '.join(allowed)})"
+                key, f"{shown(value)} is not allowed{hint} (allowed: {', '.join(allowed)})"
             )
         return value
 
@@ -245,9 +314,9 @@ def dtype(key: str, value: object) -> str:
     try:
         dt = np.dtype(text)
     except TypeError:
-        raise ConfigError(key, f"{text!r} is not a numpy dtype (e.g. '<f4', 'u1')") from None
+        raise ConfigError(key, f"{shown(text)} is not a numpy dtype (e.g. '<f4', 'u1')") from None
     if dt.hasobject or dt.itemsize == 0:
-        raise ConfigError(key, f"{text!r} is not a fixed-size dtype")
+        raise ConfigError(key, f"{shown(text)} is not a fixed-size dtype")
     return text
 
 

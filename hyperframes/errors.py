@@ -111,6 +111,9 @@ class RecoveryError(HyperframesError):
         super().__init__(f"{self.path}: cannot recover: {what}")
 
 
+_MAX_PROBLEM = 400
+
+
 class ConfigError(HyperframesError, ValueError):
     """A YAML config that cannot be used; ``key`` is the path of the bad key.
 
@@ -120,6 +123,9 @@ class ConfigError(HyperframesError, ValueError):
 
     def __init__(self, key: str, problem: str, source: str | None = None) -> None:
         self.key = key
+        problem = " ".join(problem.split())  # one line
+        if len(problem) > _MAX_PROBLEM:  # a value echoed in full: cut it short
+            problem = problem[:_MAX_PROBLEM] + f"... ({len(problem)} characters)"
         self.problem = problem
         self.source = source
         where = f"{source}: " if source else ""

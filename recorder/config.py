@@ -114,6 +114,9 @@ class TlsConfig:
     key_file: Path | None = None
 
 
+_MAX_PASSWORD_FILE = 64 << 10
+
+
 @dataclass(frozen=True, slots=True)
 class MqttConfig:
     """One MQTT broker connection."""
@@ -136,10 +139,22 @@ class MqttConfig:
         if self.password is not None or self.password_file is None:
             return self.password
         try:
-            lines = self.password_file.read_text(encoding="utf-8").splitlines()
+            with self.password_file.open("rb") as f:
+                raw = f.read(_MAX_PASSWORD_FILE + 1)
         except OSError as exc:
             raise ConfigError(
                 "mqtt.password_file", f"cannot read {self.password_file}: {exc.strerror or exc}"
+            ) from None
+        # never the file's bytes in a message: they are the secret
+        if len(raw) > _MAX_PASSWORD_FILE:
+            raise ConfigError(
+                "mqtt.password_file", f"{self.password_file}: larger than 64 KiB (not shown)"
+            )
+        try:
+            lines = raw.decode("utf-8").splitlines()
+        except UnicodeDecodeError:
+            raise ConfigError(
+                "mqtt.password_file", f"{self.password_file}: not UTF-8 text (contents not shown)"
             ) from None
         return lines[0] if lines else ""
 
@@ -319,7 +334,7 @@ def _mqtt(data: object, vehicle_id: str) -> MqttConfig:
         )
         if (tls.cert_file is None) != (tls.key_file is None):
             raise ConfigError("mqtt.tls", "cert_file and key_file go together (client certificate)")
-    password = s.get("password", v.string, None)
+    password = s.get("password", v.secret, None)
     password_file = s.get("password_file", v.path, None)
     if password is not None and password_file is not None:
         raise ConfigError("mqtt.password_file", "give password or password_file, not both")

@@ -466,7 +466,8 @@ class Recorder:
         except asyncio.CancelledError:
             raise
         except BaseException as exc:
-            _log.critical("task %s failed: %r", name, exc)
+            # str, not repr: a repr can carry the bytes being decoded (a password file's)
+            _log.critical("task %s failed: %s: %s", name, type(exc).__name__, exc)
             self.failed = exc
             self._stop.set()
             raise
