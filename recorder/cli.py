@@ -1,4 +1,4 @@
-"""The recorder's subcommands of ``hyperframes``: record, check-config, sim.
+"""The recorder's subcommands of ``hyperframes``: record, check-config, keygen, sim.
 
 Registered through the ``hyperframes.commands`` entry point
 (``recorder.cli:register``), so the core ``hyperframes`` package never imports
@@ -26,13 +26,23 @@ def _record(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    return record_main(cfg, args.seconds)
+    try:
+        return record_main(cfg, args.seconds)
+    except ConfigError as exc:  # a file the config names (key, CA, password) is unusable
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
 
 
 def _check_config(args: argparse.Namespace) -> int:
     from recorder.config import check_config_main  # noqa: PLC0415
 
     return check_config_main([str(args.file)])
+
+
+def _keygen(args: argparse.Namespace) -> int:
+    from recorder.curve import keygen_main  # noqa: PLC0415
+
+    return keygen_main(args)
 
 
 def _sim(args: argparse.Namespace) -> int:
@@ -77,10 +87,22 @@ def add_sim_arguments(parser: argparse.ArgumentParser) -> None:
         "--reorder", action="store_true", help="occasionally swap two adjacent frames of a stream"
     )
     parser.add_argument("--seed", type=int, default=0, help="random seed (payloads, faults)")
+    parser.add_argument(
+        "--curve-key",
+        type=Path,
+        metavar="FILE",
+        help="a client's NAME.key_secret, for zmq sockets with curve (hyperframes keygen)",
+    )
+    parser.add_argument(
+        "--curve-server-key",
+        type=Path,
+        metavar="FILE",
+        help="the recorder's public NAME.key (default: beside the config's curve.secret_key)",
+    )
 
 
 def register(subparsers: Any) -> None:
-    """Add ``record``, ``check-config`` and ``sim`` to the ``hyperframes`` parser."""
+    """Add ``record``, ``check-config``, ``keygen`` and ``sim`` to the ``hyperframes`` parser."""
     p = subparsers.add_parser("record", help="run the recorder in the foreground")
     p.add_argument("--config", required=True, type=Path, help="vehicle YAML config")
     p.add_argument(
@@ -96,6 +118,12 @@ def register(subparsers: Any) -> None:
     p = subparsers.add_parser("check-config", help="validate a vehicle config and summarise it")
     p.add_argument("file", type=Path, metavar="FILE")
     p.set_defaults(handler=_check_config)
+
+    p = subparsers.add_parser("keygen", help="write a CURVE key pair for ZeroMQ (NAME.key, "
+                              "NAME.key_secret)")  # fmt: skip
+    p.add_argument("dir", type=Path, metavar="DIR", help="directory to write the two files in")
+    p.add_argument("name", metavar="NAME", help="e.g. recorder, or the driver's name")
+    p.set_defaults(handler=_keygen)
 
     p = subparsers.add_parser("sim", help="publish synthetic sensor traffic for a vehicle config")
     add_sim_arguments(p)

@@ -32,6 +32,7 @@ from hyperframes.streams import (
     StreamInfo,
     TimestampSource,
 )
+from recorder.curve import CurveConfig, key_problems
 from recorder.errors import ConfigError
 
 __all__ = [
@@ -103,6 +104,7 @@ class ZmqSocketConfig:
     socket: str = "pull"  # "pull" | "sub"
     bind: bool = True
     rcvhwm: int = 10000
+    curve: CurveConfig | None = None  # CURVE server keys and allowed clients (recorder.curve)
 
 
 @dataclass(frozen=True, slots=True)
@@ -277,7 +279,7 @@ def _metrics(data: object) -> MetricsConfig:
     )
 
 
-_ZMQ_KEYS = ("name", "endpoint", "socket", "bind", "rcvhwm")
+_ZMQ_KEYS = ("name", "endpoint", "socket", "bind", "rcvhwm", "curve")
 
 
 def _zmq_socket(data: object, path: str, default_name: str) -> ZmqSocketConfig:
@@ -287,12 +289,20 @@ def _zmq_socket(data: object, path: str, default_name: str) -> ZmqSocketConfig:
         raise ConfigError(
             s.key("endpoint"), f"{endpoint!r} is not a ZMQ endpoint (tcp://HOST:PORT, ipc://PATH)"
         )
+    curve = None
+    if s.has("curve"):
+        c = _Section(s.data["curve"], s.key("curve"), ("secret_key", "clients"))
+        curve = CurveConfig(c.need("secret_key", v.path), c.need("clients", v.path))
+    bind = s.get("bind", v.boolean, True)
+    if curve is not None and not bind:
+        raise ConfigError(s.key("curve"), "needs bind: true (the recorder is the CURVE server)")
     return ZmqSocketConfig(
         name=s.get("name", v.string, default_name),
         endpoint=endpoint,
         socket=s.get("socket", v.choice("pull", "sub"), "pull"),
-        bind=s.get("bind", v.boolean, True),
+        bind=bind,
         rcvhwm=s.get("rcvhwm", v.int_in(0), 10000),
+        curve=curve,
     )
 
 
@@ -590,7 +600,8 @@ def _summary(cfg: VehicleConfig) -> Iterator[str]:
     )
     for z in cfg.zmq:
         how = "bind" if z.bind else "connect"
-        yield f"  zmq {z.name}: {z.socket} {how} {z.endpoint} rcvhwm {z.rcvhwm}"
+        curve = f", curve (clients in {z.curve.clients})" if z.curve else ""
+        yield f"  zmq {z.name}: {z.socket} {how} {z.endpoint} rcvhwm {z.rcvhwm}{curve}"
     if cfg.mqtt is not None:
         m = cfg.mqtt
         yield f"  mqtt: {m.host}:{m.port}{' tls' if m.tls else ''} client_id {m.client_id}"
@@ -604,8 +615,90 @@ def _summary(cfg: VehicleConfig) -> Iterator[str]:
         )
 
 
+# --- what a config exposes, and the files it names ------------------------------
+
+_LOOPBACK_NAMES = ("localhost", "lo", "::1", "[::1]")
+
+
+def is_loopback(host: str) -> bool:
+    """True for a loopback address or name (``127.x.y.z``, ``::1``, ``localhost``, ``lo``)."""
+    return host in _LOOPBACK_NAMES or host.startswith("127.")
+
+
+def _tcp_host(endpoint: str) -> str | None:
+    """The host part of a ``tcp://`` endpoint (``*`` for all interfaces), else None."""
+    if not endpoint.startswith("tcp://"):
+        return None
+    rest = endpoint[len("tcp://") :].rsplit(":", 1)[0]
+    return rest.split(";")[-1]  # tcp://SOURCE;HOST:PORT binds HOST
+
+
+def exposure_warnings(cfg: VehicleConfig) -> list[str]:
+    """What ``cfg`` lets the network do that an operator should know (one line each)."""
+    out = []
+    for z in cfg.zmq:
+        host = _tcp_host(z.endpoint)
+        if z.bind and host is not None and not is_loopback(host) and z.curve is None:
+            out.append(
+                f"zmq {z.name}: {z.endpoint} binds a non-loopback address without curve: anyone "
+                f"who can reach it can send frames (use ipc://, 127.0.0.1 or zmq.curve; "
+                f"docs/OPERATIONS.md, threat model)"
+            )
+    m = cfg.mqtt
+    if m is not None and (m.password is not None or m.password_file is not None) and not m.tls:
+        out.append(
+            f"mqtt: the password is sent to {m.host}:{m.port} in clear text (no mqtt.tls); "
+            f"anyone on that network can read it"
+        )
+    if cfg.metrics.enabled and not is_loopback(cfg.metrics.host):
+        out.append(
+            f"metrics: {metrics_url(cfg)} is reachable beyond this machine (metrics.host "
+            f"{cfg.metrics.host}); keep it on 127.0.0.1 and scrape through an agent or a tunnel"
+        )
+    return out
+
+
+def metrics_url(cfg: VehicleConfig) -> str:
+    """Where the Prometheus endpoint listens (when enabled)."""
+    host = cfg.metrics.host
+    return f"http://{f'[{host}]' if ':' in host else host}:{cfg.metrics.port}/metrics"
+
+
+def file_problems(cfg: VehicleConfig) -> list[str]:
+    """The files ``cfg`` names that cannot be used: missing, unreadable, unsafe modes.
+
+    Reads them (a password file's contents are never part of a message).
+    """
+    out: list[str] = []
+    m = cfg.mqtt
+    if m is not None:
+        try:
+            m.read_password()
+        except ConfigError as exc:
+            out.append(str(exc))
+        if m.tls is not None:
+            for name in ("ca_file", "cert_file", "key_file"):
+                f = getattr(m.tls, name)
+                if f is None:
+                    continue
+                try:
+                    with f.open("rb") as fh:
+                        fh.read(1)
+                except OSError as exc:
+                    out.append(f"mqtt.tls.{name}: cannot read {f}: {exc.strerror or exc}")
+    for i, z in enumerate(cfg.zmq):
+        if z.curve is not None:
+            key = "zmq.curve" if len(cfg.zmq) == 1 else f"zmq[{i}].curve"
+            out.extend(key_problems(key, z.curve))
+    return out
+
+
 def check_config_main(argv: Sequence[str] | None = None) -> int:
-    """``hyperframes check-config FILE``: 0 and a summary when valid, 2 and the error if not."""
+    """``hyperframes check-config FILE``: 0 and a summary when valid, 2 and the error if not.
+
+    Also checks the files the config names (password, CA, CURVE keys) and
+    warns about what it exposes (:func:`exposure_warnings`).
+    """
     parser = argparse.ArgumentParser(
         prog="hyperframes check-config", description=__doc__.split("\n")[0] if __doc__ else None
     )
@@ -616,6 +709,14 @@ def check_config_main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    problems = file_problems(cfg)
+    for problem in problems:
+        print(f"error: {problem}", file=sys.stderr)
+    if problems:
+        return 2
     for line in _summary(cfg):
         print(line)
+    print(f"  metrics: {metrics_url(cfg) if cfg.metrics.enabled else 'off'}")
+    for warning in exposure_warnings(cfg):
+        print(f"warning: {warning}", file=sys.stderr)
     return 0

@@ -42,9 +42,10 @@ from hyperframes import __version__
 from hyperframes.layout import FrameFlags
 from hyperframes.streams import FileMetadata
 from hyperframes.writer import HyperframeWriter, WriteFrame
-from recorder.config import VehicleConfig
+from recorder.config import VehicleConfig, exposure_warnings, file_problems
 from recorder.diskpolicy import decide, free_bytes
 from recorder.engine import ClosedWindow, WindowEngine
+from recorder.errors import ConfigError
 from recorder.ingest import FrameRouter, IngestFrame
 from recorder.ingest_mqtt import MqttSource
 from recorder.ingest_zmq import ZmqSource
@@ -355,6 +356,12 @@ class Recorder:
             raise RuntimeError("a Recorder can be entered only once")
         self._entered = True
         cfg = self.config
+        problems = file_problems(cfg)
+        if problems:  # a missing CA or key file: say which now, not at each reconnect
+            more = f" (and {len(problems) - 1} more: hyperframes check-config)"
+            raise ConfigError("", problems[0] + (more if problems[1:] else ""), cfg.source)
+        for warning in exposure_warnings(cfg):
+            _log.warning("%s", warning)
         max_payload = round(cfg.max_payload_mb * _MB)
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="hf-writer")
         loop = asyncio.get_running_loop()

@@ -14,6 +14,12 @@ buffers all the way to the writer), and the loop waits for the socket's
 edge-triggered ``FD`` with ``loop.add_reader``, not with pyzmq's awaitable
 ``poll``/``recv`` (a Future, a poller and a timer per wake-up, measured at
 about a third of the daemon's CPU at 1x).
+
+Hostile peers: ``ZMQ_MAXMSGSIZE`` is ``max_payload_mb`` plus the largest
+header, so libzmq disconnects a peer that announces a bigger message part
+before allocating it; a socket monitor counts such disconnects, and CURVE
+handshakes refused by the ZAP handler (:mod:`recorder.curve`), per socket in
+:attr:`RecorderStats.zmq_events <recorder.metrics.RecorderStats.zmq_events>`.
 """
 
 from __future__ import annotations
@@ -23,20 +29,29 @@ import contextlib
 import errno
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import zmq
 import zmq.asyncio
+from zmq.utils.monitor import parse_monitor_message
 
 from recorder.config import StreamConfig, ZmqSocketConfig
+from recorder.curve import apply_curve_server
 from recorder.errors import EndpointError
 from recorder.ingest import FrameRouter, IngestFrame
 from recorder.metrics import RecorderStats
+from recorder.wire import MAX_HEADER_SIZE
 
 __all__ = ["ZmqSource"]
 
 _log = logging.getLogger(__name__)
 _BATCH = 256  # messages read per wake-up before yielding to the loop
+_EVENTS: dict[int, str] = {  # monitor events counted, by the name counted under
+    zmq.EVENT_DISCONNECTED: "disconnected",  # also: a message part over ZMQ_MAXMSGSIZE
+    zmq.EVENT_HANDSHAKE_FAILED_AUTH: "auth-failed",  # CURVE: a client key not allowed
+    zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL: "handshake-failed",
+    zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL: "handshake-failed",  # e.g. a plain peer, CURVE server
+}
 
 
 class ZmqSource:
@@ -58,6 +73,9 @@ class ZmqSource:
         self._ctx = context or zmq.asyncio.Context.instance()
         self._sock: zmq.asyncio.Socket | None = None
         self._raw: zmq.Socket[bytes] | None = None  # synchronous shadow of _sock
+        self._monitor: zmq.asyncio.Socket | None = None
+        self._release: Callable[[], None] = lambda: None  # the CURVE ZAP handler's
+        self._max_msg = max_payload + MAX_HEADER_SIZE
         self.endpoint: str | None = None  # the bound endpoint (the real port for tcp://*:0)
 
     @property
@@ -71,6 +89,13 @@ class ZmqSource:
         sock = self._ctx.socket(zmq.PULL if c.socket == "pull" else zmq.SUB)
         sock.setsockopt(zmq.RCVHWM, c.rcvhwm)
         sock.setsockopt(zmq.LINGER, 0)
+        sock.setsockopt(zmq.MAXMSGSIZE, self._max_msg)  # larger parts: the peer is cut off
+        if c.curve is not None:
+            try:
+                self._release = apply_curve_server(sock, c.name, c.curve)
+            except BaseException:
+                sock.close(0)
+                raise
         if c.socket == "sub":
             for topic in self.router.topics:
                 sock.setsockopt(zmq.SUBSCRIBE, topic.encode())
@@ -83,6 +108,7 @@ class ZmqSource:
                 self.endpoint = c.endpoint
         except zmq.ZMQError as exc:
             sock.close(0)
+            self._release()
             if exc.errno == errno.EADDRINUSE:
                 what = (
                     "address already in use: is another recorder running? Stop it, "
@@ -91,6 +117,7 @@ class ZmqSource:
             else:
                 what = f"cannot {'bind' if c.bind else 'connect'}: {exc.strerror}"
             raise EndpointError(c.name, c.endpoint, what) from None
+        self._monitor = sock.get_monitor_socket(sum(_EVENTS))
         self._sock = sock
         self._raw = zmq.Socket.shadow(sock.underlying)
         _log.info("zmq %s: %s %s %s", c.name, c.socket, "bound" if c.bind else "connected to",
@@ -112,6 +139,7 @@ class ZmqSource:
             wake.set()
 
         loop.add_reader(fd, on_readable)
+        events = asyncio.create_task(self._watch_events(), name=f"zmq-{self.name}-events")
         stop_watch = asyncio.ensure_future(stopping.wait())
         stop_watch.add_done_callback(lambda _: wake.set())
         try:
@@ -136,17 +164,45 @@ class ZmqSource:
                 pass
         finally:
             stop_watch.cancel()
+            events.cancel()
             loop.remove_reader(fd)
-            self._raw = None
-            sock.close(0)
-            self._sock = None
+            self.close()
 
     def close(self) -> None:
-        """Close the socket if :meth:`run` never ran."""
+        """Close the socket (and its monitor) if :meth:`run` did not."""
         self._raw = None
         if self._sock is not None:
+            if self._monitor is not None:
+                with contextlib.suppress(zmq.ZMQError):
+                    self._sock.disable_monitor()
+                self._monitor.close(0)
+                self._monitor = None
             self._sock.close(0)
             self._sock = None
+            self._release()
+            self._release = lambda: None
+
+    async def _watch_events(self) -> None:
+        """Count the peer events of :data:`_EVENTS`; a refused or cut-off peer is logged."""
+        mon = self._monitor
+        if mon is None:
+            return
+        counts = self._stats.zmq_events.setdefault(self.name, {})
+        while True:
+            try:
+                msg = parse_monitor_message(await mon.recv_multipart())
+            except zmq.ZMQError:
+                return
+            what = _EVENTS.get(int(msg["event"]))
+            if what is None:
+                continue
+            counts[what] = counts.get(what, 0) + 1
+            if what != "disconnected":
+                _log.warning("zmq %s: %s: a peer's handshake was refused (%s)", self.name,
+                             what, msg.get("endpoint", b"").decode(errors="replace"))  # fmt: skip
+            else:
+                _log.info("zmq %s: a peer disconnected (also what a message part over %d "
+                          "bytes does)", self.name, self._max_msg)  # fmt: skip
 
     async def _read_batch(self, raw: zmq.Socket[bytes]) -> int:
         n = 0

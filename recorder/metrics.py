@@ -150,6 +150,8 @@ class RecorderStats:
     segments_damaged: int = 0
     clock_reanchors: int = 0
     mqtt_sessions_lost: int = 0
+    zmq_events: dict[str, dict[str, int]] = field(default_factory=dict)
+    """Per ZMQ socket: peers ``disconnected``, ``auth-failed`` (CURVE), ``handshake-failed``."""
     write_queue_depth: int = 0
     disk_free_bytes: int | None = None
     recording: bool = True
@@ -351,6 +353,16 @@ def _collect(stats: RecorderStats) -> Iterable[Any]:
         "MQTT reconnects where the broker had lost the session (queued QoS 1 frames lost).",
         value=stats.mqtt_sessions_lost,
     )
+    zmq = CounterMetricFamily(
+        "hyperframes_zmq_peer_events",
+        "ZMQ peer events by socket: disconnected (also a message over max_payload_mb), "
+        "auth-failed (a CURVE key not allowed), handshake-failed.",
+        labels=["socket", "event"],
+    )
+    for sock, events in sorted(dict(stats.zmq_events).items()):
+        for event, count in sorted(dict(events).items()):
+            zmq.add_metric([sock, event], float(count))
+    yield zmq
     yield GaugeMetricFamily(
         "hyperframes_write_queue_depth",
         "Closed windows waiting for the writer.",

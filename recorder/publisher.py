@@ -21,6 +21,7 @@ from typing import Literal
 import zmq
 
 from hyperframes._crc import PayloadLike
+from recorder.curve import CurveClientKeys
 from recorder.wire import encode_frame, zmq_frames
 
 __all__ = [
@@ -57,6 +58,7 @@ class ZmqPublisher:
     ``send_timeout_ms`` bounds how long ``send`` blocks on a full queue
     (``None``: forever) and raises :class:`TimeoutError` when it expires.
     ``linger_ms`` is how long :meth:`close` waits to deliver queued frames.
+    ``curve`` (:func:`recorder.curve.client_keys`) connects to a CURVE socket.
     Not thread-safe (a ZMQ socket belongs to one thread).
     """
 
@@ -71,6 +73,7 @@ class ZmqPublisher:
         linger_ms: int = 2000,
         crc: bool = True,
         context: zmq.Context[zmq.Socket[bytes]] | None = None,
+        curve: CurveClientKeys | None = None,
     ) -> None:
         if socket_type not in ("push", "pub"):
             raise ValueError(f"socket_type must be 'push' or 'pub', got {socket_type!r}")
@@ -85,6 +88,10 @@ class ZmqPublisher:
         sock.setsockopt(zmq.SNDTIMEO, -1 if send_timeout_ms is None else send_timeout_ms)
         if socket_type == "pub":
             sock.setsockopt(zmq.XPUB_NODROP, 1)
+        if curve is not None:  # a CURVE client of a recorder socket (recorder.curve)
+            sock.curve_publickey = curve.public
+            sock.curve_secretkey = curve.secret
+            sock.curve_serverkey = curve.server_public
         # connection events, so a caller can tell "nobody is listening" (ZMQ queues silently)
         self._monitor = sock.get_monitor_socket(zmq.EVENT_CONNECTED | zmq.EVENT_ACCEPTED)
         self._peer_seen = False

@@ -70,6 +70,7 @@ from hyperframes.streams import SensorKind, StreamInfo
 from hyperframes.synth import make_generator
 from recorder.cli import add_sim_arguments
 from recorder.config import ConfigError, StreamConfig, VehicleConfig, ZmqSocketConfig, load_config
+from recorder.curve import CurveClientKeys, client_keys, server_public_key_file
 from recorder.errors import SimError, SimOptionError
 from recorder.publisher import ZmqPublisher, encode_mqtt_payload
 
@@ -255,14 +256,33 @@ class _Transports:
     )
 
 
+def _curve(
+    sock: ZmqSocketConfig, key: Path | None, server_key: Path | None
+) -> CurveClientKeys | None:
+    if sock.curve is None:
+        return None
+    if key is None:
+        raise SimOptionError(
+            f"zmq socket {sock.name!r} needs CURVE: pass --curve-key CLIENT.key_secret "
+            f"(a key listed in {sock.curve.clients})"
+        )
+    try:
+        return client_keys(key, server_key or server_public_key_file(sock.curve))
+    except ValueError as exc:
+        raise SimOptionError(f"zmq socket {sock.name!r}: {exc}") from None
+
+
 def _zmq_publisher(
-    sock: ZmqSocketConfig, context: zmq.Context[zmq.Socket[bytes]], crc: bool
+    sock: ZmqSocketConfig,
+    context: zmq.Context[zmq.Socket[bytes]],
+    crc: bool,
+    curve: CurveClientKeys | None = None,
 ) -> ZmqPublisher:
     kind: Literal["push", "pub"] = "pub" if sock.socket == "sub" else "push"
     try:
         return ZmqPublisher(
             sock.endpoint, kind, bind=not sock.bind, send_timeout_ms=0, linger_ms=10_000,
-            crc=crc, context=context,
+            crc=crc, context=context, curve=curve,
         )  # fmt: skip
     except zmq.ZMQError as exc:
         verb = "bind" if not sock.bind else "connect"
@@ -363,6 +383,8 @@ async def simulate(
     pub_settle_s: float = 0.5,
     listen_wait_s: float = 1.0,
     stop: asyncio.Event | None = None,
+    curve_key: Path | None = None,
+    curve_server_key: Path | None = None,
 ) -> SimResult:
     """Publish synthetic frames for every stream of ``config``; see the module doc.
 
@@ -374,6 +396,9 @@ async def simulate(
     to (their frames were dropped at the end). Returns once
     every frame has been handed to its transport and flushed (ZMQ sockets
     closed with linger, MQTT publishes acknowledged for QoS >= 1).
+    ``curve_key`` (a client's ``NAME.key_secret``) connects to the sockets
+    that have ``curve``, with the server's public key from ``curve_server_key``
+    (default: ``NAME.key`` beside the socket's ``curve.secret_key``).
     """
     if not (rate_scale > 0):
         raise SimOptionError(f"rate scale must be > 0, got {rate_scale!r}")
@@ -412,7 +437,10 @@ async def simulate(
             if st.cfg.transport == "zmq":
                 name = st.cfg.zmq_socket or next(iter(sockets))
                 if name not in tr.zmq:
-                    tr.zmq[name] = _zmq_publisher(sockets[name], tr.context, crc)
+                    tr.zmq[name] = _zmq_publisher(
+                        sockets[name], tr.context, crc, _curve(sockets[name], curve_key,
+                                                               curve_server_key)
+                    )  # fmt: skip
         async with contextlib.AsyncExitStack() as stack:
             if any(st.cfg.transport == "mqtt" for st in streams):
                 if config.mqtt is None:
@@ -619,7 +647,8 @@ def run_sim(config: VehicleConfig | str | Path, args: argparse.Namespace) -> int
             config, seconds, rate_scale, drop=drop,
             jitter_ms=float(getattr(args, "jitter_ms", 0.0) or 0.0),
             reorder=bool(getattr(args, "reorder", False)), seed=int(getattr(args, "seed", 0)),
-            stop=stop,
+            stop=stop, curve_key=getattr(args, "curve_key", None),
+            curve_server_key=getattr(args, "curve_server_key", None),
         )  # fmt: skip
 
     try:
