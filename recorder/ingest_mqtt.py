@@ -21,6 +21,7 @@ from typing import Any
 import aiomqtt
 
 from recorder.config import MqttConfig, StreamConfig
+from recorder.errors import ConfigError
 from recorder.ingest import Backoff, FrameRouter, IngestFrame
 from recorder.metrics import RecorderStats
 
@@ -33,10 +34,41 @@ def _tls_context(cfg: MqttConfig) -> ssl.SSLContext | None:
     if cfg.tls is None:
         return None
     t = cfg.tls
-    ctx = ssl.create_default_context(cafile=str(t.ca_file) if t.ca_file else None)
+    try:
+        ctx = ssl.create_default_context(cafile=str(t.ca_file) if t.ca_file else None)
+    except (OSError, ssl.SSLError) as exc:
+        raise ConfigError("mqtt.tls.ca_file", f"cannot load {t.ca_file}: {_why(exc)}") from None
     if t.cert_file is not None and t.key_file is not None:
-        ctx.load_cert_chain(str(t.cert_file), str(t.key_file))
+        try:
+            ctx.load_cert_chain(str(t.cert_file), str(t.key_file))
+        except (OSError, ssl.SSLError) as exc:
+            raise ConfigError(
+                "mqtt.tls", f"cannot load {t.cert_file} / {t.key_file}: {_why(exc)}"
+            ) from None
     return ctx
+
+
+def _why(exc: BaseException) -> str:
+    return (exc.strerror if isinstance(exc, OSError) and exc.strerror else None) or str(exc)
+
+
+_AUTH_CODES = (4, 5, 134, 135)  # MQTT 3.1.1 CONNACK 4/5, MQTT 5 reason codes 0x86/0x87
+_TLS_HINTS = ("SSL", "TLS", "EOF occurred", "Errno 104", "Connection reset")
+
+
+def explain(cfg: MqttConfig, exc: BaseException) -> tuple[str, bool]:
+    """A short reason for a failed MQTT connection, and whether the broker refused our login."""
+    rc = getattr(exc, "rc", None)
+    if isinstance(exc, aiomqtt.MqttCodeError) and getattr(rc, "value", rc) in _AUTH_CODES:
+        return f"login refused: {exc}; check mqtt.username and the password", True
+    text = str(exc)
+    if cfg.tls is not None and any(h in text for h in _TLS_HINTS):
+        return (
+            f"TLS handshake failed ({text}): is port {cfg.port} a TLS listener, and mqtt.tls."
+            f"ca_file the CA of the broker's certificate for {cfg.host}?",
+            False,
+        )
+    return text, False
 
 
 class _SessionClient(aiomqtt.Client):
@@ -74,23 +106,47 @@ class MqttSource:
         """Set while connected and subscribed (tests and READY wait on it)."""
         self.connects = 0
 
+    @property
+    def broker(self) -> str:
+        """``host:port``, the label of this broker's state in the stats."""
+        return f"{self.config.host}:{self.config.port}"
+
+    def _set_connected(self, up: bool, problem: str | None = None) -> None:
+        self._stats.mqtt_connected[self.broker] = up
+        if up:
+            self._stats.mqtt_problem.pop(self.broker, None)
+        elif problem is not None:
+            self._stats.mqtt_problem[self.broker] = problem.split(";")[0].split(" (")[0][:60]
+
     async def run(self, stopping: asyncio.Event) -> None:
         """Connect, subscribe and receive until ``stopping`` is set."""
         cfg = self.config
         backoff = Backoff(0.2, cfg.reconnect_max_s)
+        self._set_connected(False)
         while not stopping.is_set():
             try:
                 await self._session(stopping)
             except aiomqtt.MqttError as exc:
                 self.connected.clear()
+                reason, refused = explain(cfg, exc)
+                self._set_connected(False, reason)
                 delay = backoff.next()
-                _log.warning("mqtt %s:%d: %s; reconnecting in %.1f s", cfg.host, cfg.port, exc,
-                             delay)  # fmt: skip
+                if refused:
+                    failures = self._stats.mqtt_auth_failures
+                    failures[self.broker] = failures.get(self.broker, 0) + 1
+                    _log.error("mqtt %s: %s; retrying in %.1f s", self.broker, reason, delay)
+                else:
+                    _log.warning("mqtt %s: %s; reconnecting in %.1f s", self.broker, reason,
+                                 delay)  # fmt: skip
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stopping.wait(), delay)
             else:
                 backoff.reset()
+            finally:
+                if not self.connected.is_set():
+                    self._set_connected(False)
         self.connected.clear()
+        self._set_connected(False, "stopped")
 
     async def _session(self, stopping: asyncio.Event) -> None:
         cfg = self.config
@@ -119,6 +175,7 @@ class MqttSource:
                 )
             self.connects += 1
             self.connected.set()
+            self._set_connected(True)
             _log.info("mqtt %s:%d: connected, %d topics subscribed", cfg.host, cfg.port,
                       len(self._streams))  # fmt: skip
             consume = asyncio.create_task(self._consume(client), name="mqtt-consume")
@@ -126,6 +183,8 @@ class MqttSource:
             try:
                 await asyncio.wait({consume, stop}, return_when=asyncio.FIRST_COMPLETED)
             finally:
+                self.connected.clear()
+                self._set_connected(False, "connection lost")
                 stop.cancel()
                 if not consume.done():
                     consume.cancel()

@@ -150,6 +150,12 @@ class RecorderStats:
     segments_damaged: int = 0
     clock_reanchors: int = 0
     mqtt_sessions_lost: int = 0
+    mqtt_connected: dict[str, bool] = field(default_factory=dict)
+    """Per MQTT broker (``host:port``): connected and subscribed now."""
+    mqtt_problem: dict[str, str] = field(default_factory=dict)
+    """Per MQTT broker: why the last connection attempt failed (short), while not connected."""
+    mqtt_auth_failures: dict[str, int] = field(default_factory=dict)
+    """Per MQTT broker: connections refused for a bad username or password, or not authorised."""
     zmq_events: dict[str, dict[str, int]] = field(default_factory=dict)
     """Per ZMQ socket: peers ``disconnected``, ``auth-failed`` (CURVE), ``handshake-failed``."""
     write_queue_depth: int = 0
@@ -217,6 +223,11 @@ class RecorderStats:
 
         parts = [
             "recording" if self.recording else "STOPPED",
+            *(
+                f"MQTT {broker} NOT CONNECTED ({self.mqtt_problem.get(broker, 'connecting')})"
+                for broker, up in sorted(dict(self.mqtt_connected).items())
+                if not up
+            ),
             f"{len(streams)} streams",
             f"{fps:.0f} frames/s",
             f"{mbps:.1f} MB/s",
@@ -353,6 +364,21 @@ def _collect(stats: RecorderStats) -> Iterable[Any]:
         "MQTT reconnects where the broker had lost the session (queued QoS 1 frames lost).",
         value=stats.mqtt_sessions_lost,
     )
+    up = GaugeMetricFamily(
+        "hyperframes_mqtt_connected",
+        "1 while connected and subscribed to the MQTT broker.",
+        labels=["broker"],
+    )
+    refused = CounterMetricFamily(
+        "hyperframes_mqtt_auth_failures",
+        "MQTT connections refused: bad username or password, or not authorised.",
+        labels=["broker"],
+    )
+    for broker, connected in sorted(dict(stats.mqtt_connected).items()):
+        up.add_metric([broker], float(connected))
+        refused.add_metric([broker], float(stats.mqtt_auth_failures.get(broker, 0)))
+    yield up
+    yield refused
     zmq = CounterMetricFamily(
         "hyperframes_zmq_peer_events",
         "ZMQ peer events by socket: disconnected (also a message over max_payload_mb), "
