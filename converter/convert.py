@@ -45,7 +45,7 @@ from converter.config import ConvertConfig
 from converter.errors import ConversionError, ConverterError, InputError, OutputExistsError
 from converter.plan import StreamPlan, Treatment, config_key, plan_streams
 from converter.verify import VerifyReport, stored_sizes, verify_conversion
-from hyperframes._io import fsync_dir
+from hyperframes._io import fsync_dir, safe_dir
 from hyperframes.errors import CorruptFileError, HyperframesError
 from hyperframes.layout import FrameFlags
 from hyperframes.reader import HyperframeReader
@@ -135,9 +135,11 @@ class _Staging:
 
     def __init__(self, out_dir: Path) -> None:
         root = out_dir / STAGING_DIR
-        root.mkdir(parents=True, exist_ok=True)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        safe_dir(root, 0o755)  # a link here would put staged files elsewhere
         self.dir = Path(tempfile.mkdtemp(prefix=f"{socket.gethostname()}-{os.getpid()}-", dir=root))
-        self._fd = os.open(self.dir / ".lock", os.O_CREAT | os.O_RDWR | os.O_CLOEXEC, 0o644)
+        flags = os.O_CREAT | os.O_EXCL | os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC
+        self._fd = os.open(self.dir / ".lock", flags, 0o644)
         fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
 
     def cleanup(self) -> None:
