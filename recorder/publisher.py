@@ -15,6 +15,7 @@ lost.
 
 from __future__ import annotations
 
+import contextlib
 from types import TracebackType
 from typing import Literal
 
@@ -157,6 +158,10 @@ class ZmqPublisher:
     def close(self, linger_ms: int | None = None) -> None:
         """Close the socket, waiting up to ``linger_ms`` (default: the constructor's) for
         queued frames; 0 drops them."""
+        # stop the monitor first: closing its socket while it is attached made libzmq drop
+        # the frames still queued for a peer not yet connected (linger did not deliver them)
+        with contextlib.suppress(zmq.ZMQError):
+            self._sock.disable_monitor()
         self._monitor.close(0)
         self._sock.close(linger_ms)
 

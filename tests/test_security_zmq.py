@@ -265,3 +265,21 @@ def test_a_stranger_on_another_network_is_refused_a_listed_driver_records(
     assert events.get("auth-failed", 0) >= 1 and events.get("handshake-failed", 0) >= 1
     imu = [p for (name, _), (p, _) in recorded(tmp_path / "out").items() if name == "imu"]
     assert len(imu) == 30 and set(imu) == {b"\x01" * 48}
+
+
+def test_a_publisher_closed_at_once_still_delivers_what_it_queued() -> None:
+    """Found here: closing the publisher's connection monitor first lost the queued frames."""
+    ctx = zmq.Context()
+    try:
+        pull = ctx.socket(zmq.PULL)
+        port = pull.bind_to_random_port("tcp://127.0.0.1")
+        with ZmqPublisher(f"tcp://127.0.0.1:{port}") as pub:
+            for i in range(5):
+                pub.send("imu", time.time_ns(), bytes(48), seq=i)
+        got = 0
+        while got < 5 and pull.poll(5000):
+            pull.recv_multipart()
+            got += 1
+        assert got == 5
+    finally:
+        ctx.destroy(linger=0)
