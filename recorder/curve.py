@@ -23,6 +23,7 @@ import argparse
 import contextlib
 import os
 import stat
+import sys
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -179,7 +180,8 @@ def keygen_main(args: argparse.Namespace) -> int:
     out = Path(args.dir)
     for suffix in (".key", ".key_secret"):
         if (out / (args.name + suffix)).exists():
-            print(f"error: {out / (args.name + suffix)} exists already; not replacing it")
+            print(f"error: {out / (args.name + suffix)} exists already; not replacing it "
+                  "(pick another NAME or DIR)", file=sys.stderr)  # fmt: skip
             return 2
     out.mkdir(mode=0o750, parents=True, exist_ok=True)
     old = os.umask(0o077)  # the secret file is created 0600

@@ -115,7 +115,7 @@ def test_keygen_writes_a_private_secret_and_refuses_to_replace(tmp_path: Path) -
     assert oct((tmp_path / "recorder.key_secret").stat().st_mode & 0o777) == "0o600"
     assert zmq.auth.load_certificate(tmp_path / "recorder.key_secret")[1]
     r = keygen()
-    assert r.returncode == 2 and "exists already" in r.stdout
+    assert r.returncode == 2 and "exists already" in r.stderr
 
 
 def test_curve_admits_listed_clients_and_refuses_and_counts_the_rest(tmp_path: Path) -> None:
