@@ -1,74 +1,26 @@
-"""The block structure of a finalized input: which frames each window block holds, in write order.
+"""The block structure of a finalized input (:mod:`hyperframes._blockmap`), as converter errors.
 
-The reader lists a window's frames by timestamp; a LATE frame stored in a
-later block, and every QUARANTINED frame, are not where a time lookup puts
-them. The converter must write each frame into the block it was stored in
-(the writer checks the LATE/QUARANTINED placement rules), so it needs block
-membership, which the window table gives by payload offsets
-(:attr:`HyperframeReader.window_table`, checked against WindowsCrc on open).
+The converter must write each frame into the block it was stored in (the
+writer checks the LATE/QUARANTINED placement rules), so it needs block
+membership; a file whose window table and entries disagree is an input error.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
-
-import numpy as np
 
 from converter.errors import InputError
+from hyperframes._blockmap import Block
+from hyperframes._blockmap import source_blocks as _source_blocks
+from hyperframes.errors import CorruptFileError
 from hyperframes.reader import HyperframeReader
 
 __all__ = ["Block", "source_blocks"]
 
 
-@dataclass(frozen=True, slots=True)
-class Block:
-    """One window block of the input.
-
-    ``entries`` lists the block's frames in write (offset) order: a value
-    ``p >= 0`` is index position ``p``; ``-(q + 1)`` is quarantine row ``q``.
-    """
-
-    window_id: int
-    flags: int
-    missing: tuple[int, ...]
-    entries: np.ndarray  # int64
-
-
 def source_blocks(reader: HyperframeReader) -> list[Block]:
     """Every block of the input in file order, each with its frames in write order."""
-    path = os.fspath(reader.path)
-    windows = reader.window_table
-    windows = windows[np.argsort(windows["payload_offset"], kind="stable")]
-    quarantine = reader.quarantine()
-    offsets = np.concatenate(
-        [reader.index["offset"].astype(np.int64), quarantine["offset"].astype(np.int64)]
-    )
-    ids = np.concatenate(
-        [np.arange(len(reader.index), dtype=np.int64), -np.arange(1, len(quarantine) + 1)]
-    )
-    order = np.argsort(offsets, kind="stable")
-    offsets, ids = offsets[order], ids[order]
-    starts = windows["payload_offset"].astype(np.int64)
-    ends = starts + windows["payload_size"].astype(np.int64)
-    which = np.searchsorted(starts, offsets, "right") - 1
-    outside = (which < 0) | (offsets >= ends[np.maximum(which, 0)])
-    if np.any(outside):
-        bad = int(np.flatnonzero(outside)[0])
-        raise InputError(
-            path, f"a frame at offset {int(offsets[bad])} lies in no window block", rule="container"
-        )
-    bounds = np.searchsorted(which, np.arange(len(windows) + 1), "left")
-    blocks = []
-    for b, row in enumerate(windows):
-        entries = ids[bounds[b] : bounds[b + 1]]
-        if len(entries) != int(row["frame_count"]):
-            raise InputError(
-                path,
-                f"window {int(row['window_id'])}: block holds {len(entries)} indexed and "
-                f"quarantined frames, the window table says {int(row['frame_count'])}",
-                rule="container",
-            )
-        wid = int(row["window_id"])
-        blocks.append(Block(wid, int(row["flags"]), reader.missing.get(wid, ()), entries))
-    return blocks
+    try:
+        return _source_blocks(reader)
+    except CorruptFileError as exc:
+        raise InputError(os.fspath(reader.path), exc.what, rule="container") from None

@@ -17,6 +17,7 @@ __all__ = [
     "FrameNotFoundError",
     "RecoveryError",
     "ConfigError",
+    "DriveError",
 ]
 
 
@@ -130,3 +131,16 @@ class ConfigError(HyperframesError, ValueError):
         self.source = source
         where = f"{source}: " if source else ""
         super().__init__(f"{where}{key}: {problem}" if key else f"{where}{problem}")
+
+
+class DriveError(HyperframesError, ValueError):
+    """Segments that cannot be read, cut or joined as one drive.
+
+    ``source`` names the directory, glob or file the problem is about;
+    ``what`` says what is wrong and what to do instead.
+    """
+
+    def __init__(self, source: str | os.PathLike[str], what: str) -> None:
+        self.source = os.fspath(source)
+        self.what = what
+        super().__init__(f"{self.source}: {what}")

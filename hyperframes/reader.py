@@ -442,9 +442,18 @@ class HyperframeReader:
 
     def window_entries(self, i: int) -> np.ndarray:
         """Index positions of the frames of window ``i`` (by timestamp), per stream in order."""
+        return self.window_positions(int(self._s.windows["window_id"][i]))
+
+    def window_positions(self, window_id: int) -> np.ndarray:
+        """Index positions of the frames stamped in window ``window_id``, per stream in order.
+
+        By timestamp, whether or not the window is in this file's window
+        table: a segment's late frames of the previous segment's last window
+        are found here too (:mod:`hyperframes.drive` merges them).
+        """
         keys, order = self._window_order()
-        wid = int(self._s.windows["window_id"][i])
-        if wid < -1:
+        wid = window_id
+        if not -1 <= wid < _WINDOW_OF_ZERO:
             return np.empty(0, np.intp)
         key = np.uint64(_WINDOW_OF_ZERO if wid == -1 else wid)
         a, b = np.searchsorted(keys, key, "left"), np.searchsorted(keys, key, "right")

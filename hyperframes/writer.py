@@ -58,7 +58,14 @@ from hyperframes.layout import (
 from hyperframes.streams import FileMetadata, StreamInfo
 from hyperframes.windows import window_of
 
-__all__ = ["HyperframeWriter", "WriteFrame", "default_codec", "file_span", "TMP_SUFFIX"]
+__all__ = [
+    "HyperframeWriter",
+    "WriteFrame",
+    "StoredFrame",
+    "default_codec",
+    "file_span",
+    "TMP_SUFFIX",
+]
 
 TMP_SUFFIX = ".tmp"
 _U64_MAX = (1 << 64) - 1
@@ -66,6 +73,7 @@ _U32_MAX = (1 << 32) - 1
 _USER_FLAGS = (
     FrameFlags.KEYFRAME | FrameFlags.HW_TIMESTAMP | FrameFlags.LATE | FrameFlags.QUARANTINED
 )
+_CODEC_FLAGS = CODEC_MASK | FrameFlags.SHUFFLED
 _ZEROS = bytes(ALIGN)
 
 
@@ -79,6 +87,26 @@ class WriteFrame(NamedTuple):
     stream_index: int | None = None
     receive_ns: int = 0
     duration_ns: int = 0
+
+
+class StoredFrame(NamedTuple):
+    """One frame as another file stored it, for :meth:`HyperframeWriter.write_stored_window`.
+
+    ``stored`` are the stored payload bytes and ``flags`` the source's index
+    flags (codec and shuffle bits included); ``crc32c`` is the CRC of
+    ``stored``. ``raw_size`` (the decoded size, for the writer's totals) may
+    be 0 when unknown.
+    """
+
+    stream_id: int
+    timestamp_ns: int
+    stored: BytesLike
+    flags: int
+    stream_index: int
+    crc32c: int
+    receive_ns: int = 0
+    duration_ns: int = 0
+    raw_size: int = 0
 
 
 def default_codec(stream: StreamInfo) -> CodecSpec:
@@ -284,6 +312,54 @@ class HyperframeWriter:
                 f.stream_index,
                 f.receive_ns,
                 f.duration_ns,
+            )
+        self._close_pending(missing)
+
+    def write_stored_window(
+        self,
+        window_id: int,
+        frames: Iterable[StoredFrame],
+        missing: Iterable[int] = (),
+    ) -> None:
+        """Add one window of frames copied as stored: no decoding, no compression.
+
+        Used to cut and join files (``hyperframes slice``, ``cat``): the
+        payload bytes, their codec flags and CRC32C go into the block as they
+        are; the placement rules of :meth:`write_window` apply. The stream
+        table should name the source's codecs (``codecs=`` at creation).
+        The caller checks the output (``verify``): a damaged source payload
+        is copied as it is.
+        """
+        self._check_open()
+        self._close_pending(())
+        self._pending_window = window_id
+        for f in frames:
+            user = f.flags & _USER_FLAGS
+            self._check_window(window_id, WriteFrame(f.stream_id, f.timestamp_ns, b"", user))
+            if f.stream_id not in self.streams:
+                raise ValueError(
+                    f"{self.path}: unknown stream id {f.stream_id}; known: {sorted(self.streams)}"
+                )
+            if not 0 <= f.timestamp_ns <= _U64_MAX:
+                raise ValueError(
+                    f"stream {f.stream_id}: timestamp {f.timestamp_ns} outside 0..2**64-1"
+                )
+            if not 0 <= f.stream_index <= _U32_MAX:
+                raise ValueError(f"stream {f.stream_id}: stream_index {f.stream_index} outside u32")
+            done: Future[tuple[BytesLike, int, int]] = Future()
+            done.set_result((f.stored, f.flags & _CODEC_FLAGS, f.crc32c & _U32_MAX))
+            self._next_index[f.stream_id] = f.stream_index + 1
+            self._pending.append(
+                _Pending(
+                    f.stream_id,
+                    f.timestamp_ns,
+                    f.stream_index,
+                    int(user),
+                    f.receive_ns & _U64_MAX,
+                    min(f.duration_ns, _U32_MAX),
+                    f.raw_size or len(byte_view(f.stored)),
+                    done,
+                )
             )
         self._close_pending(missing)
 

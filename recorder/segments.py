@@ -4,6 +4,8 @@ A recording is a series of segment files in ``output_dir``, named
 
     {vehicle}_{YYYYmmddTHHMMSS}Z_{seq:06d}.hf
 
+(:mod:`hyperframes.naming`, which drives also use to read names back)
+
 with the UTC start of the segment's first window and a sequence number that
 keeps growing across daemon restarts. Names sort by time (same vehicle), and
 the sequence number breaks ties and reveals a missing segment. While being
@@ -18,13 +20,13 @@ is closed once its file has reached ``max_bytes``.
 
 from __future__ import annotations
 
-import datetime as dt
 import os
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
+
+from hyperframes.naming import SUFFIX, SegmentName, parse_segment_name, segment_name
 
 __all__ = [
     "SUFFIX",
@@ -36,38 +38,7 @@ __all__ = [
     "RotationPolicy",
 ]
 
-SUFFIX: Final = ".hf"
 _TMP: Final = ".tmp"
-_NAME_RE = re.compile(
-    r"^(?P<vehicle>.+)_(?P<stamp>\d{8}T\d{6})Z_(?P<seq>\d{6,})\.hf(?P<tmp>\.tmp)?$"
-)
-
-
-@dataclass(frozen=True, slots=True)
-class SegmentName:
-    """The parts of a segment file name."""
-
-    vehicle: str
-    start: dt.datetime  # UTC, whole seconds
-    seq: int
-    tmp: bool = False
-
-
-def segment_name(vehicle: str, start_ns: int, seq: int) -> str:
-    """The file name of segment ``seq`` of ``vehicle`` whose data starts at ``start_ns``."""
-    if seq < 0:
-        raise ValueError(f"segment seq must be >= 0, got {seq}")
-    start = dt.datetime.fromtimestamp(max(0, start_ns) // 1_000_000_000, dt.UTC)
-    return f"{vehicle}_{start:%Y%m%dT%H%M%S}Z_{seq:06d}{SUFFIX}"
-
-
-def parse_segment_name(name: str) -> SegmentName | None:
-    """The parts of ``name``, or ``None`` when it is not a segment file name."""
-    m = _NAME_RE.match(name)
-    if m is None:
-        return None
-    start = dt.datetime.strptime(m["stamp"], "%Y%m%dT%H%M%S").replace(tzinfo=dt.UTC)
-    return SegmentName(m["vehicle"], start, int(m["seq"]), m["tmp"] is not None)
 
 
 def next_sequence(names: Iterable[str], vehicle: str) -> int:
