@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from hyperframes import __version__
+from hyperframes import __version__, drive_cli
 from hyperframes._cliutil import (
     EXIT_FAILED,
     EXIT_USAGE,
@@ -231,6 +231,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-f", "--force", action="store_true", help="replace an existing output")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress output")
     p.set_defaults(handler=_synth)
+
+    drive_cli.register(sub)  # ls, slice, cat, du
 
     seen: set[str] = set()
     for ep in entry_points(group="hyperframes.commands"):

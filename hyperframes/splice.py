@@ -341,6 +341,10 @@ def _slice(
     progress: Progress | None,
 ) -> CutResult:
     all_streams = drive.streams
+    known = sorted(s.name for s in all_streams.values())
+    for n in names or ():
+        if n not in known:
+            raise DriveError(drive.source, f"no stream named {n!r}; streams: {', '.join(known)}")
     chosen = [drive.stream(n) for n in names] if names else sorted(all_streams.values(), key=_id)
     chosen_ids = {s.id for s in chosen}
     begin: dict[int, int] = {}

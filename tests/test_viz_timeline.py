@@ -181,6 +181,8 @@ def test_parse_time() -> None:
     assert parse_time("1735689600123456789", origin) == 1_735_689_600_123_456_789
     assert parse_time("2025-01-01T00:00:02.5Z", 0) == origin + 2_500_000_000
     assert parse_time("2025-01-01T01:00:00+01:00", 0) == origin
+    assert parse_time("1735689602.5", 0) == origin + 2_500_000_000  # Unix seconds
+    assert parse_time("1735689600", 5) == origin
     with pytest.raises(ValueError, match="seconds from the start"):
         parse_time("yesterday", origin)
 

@@ -1,44 +1,10 @@
-"""Parsing ``--from``/``--to`` times: pure, no I/O."""
+"""Parsing ``--from``/``--to`` times: :func:`hyperframes.timearg.parse_time`, and ranges."""
 
 from __future__ import annotations
 
-import datetime as dt
-import re
+from hyperframes.timearg import parse_time
 
 __all__ = ["parse_time", "parse_range"]
-
-_SECONDS = re.compile(r"^\+?(\d+(\.\d*)?|\.\d+)s?$")
-_NS_DIGITS = 13  # an integer this long is an absolute time in ns (after 1970-01-01 00:16:40)
-
-
-def parse_time(text: str, origin_ns: int) -> int:
-    """A time in ns since the epoch from one of:
-
-    - seconds from ``origin_ns`` (the recording's start): ``2.5``, ``+2.5``, ``2.5s``;
-    - an absolute time in ns since the epoch: an integer of 13 or more digits;
-    - an ISO 8601 date and time (UTC unless it says otherwise): ``2025-01-01T00:00:02.5Z``.
-
-    Raises ValueError naming the accepted forms.
-    """
-    t = text.strip()
-    if t.isdigit() and len(t) >= _NS_DIGITS:
-        return int(t)
-    if _SECONDS.match(t):
-        seconds = t.lstrip("+").rstrip("s")
-        whole, _, frac = seconds.partition(".")
-        frac = (frac + "0" * 9)[:9]
-        return origin_ns + int(whole or 0) * 1_000_000_000 + int(frac)
-    try:
-        when = dt.datetime.fromisoformat(t.replace("Z", "+00:00"))
-    except ValueError:
-        raise ValueError(
-            f"time {text!r}: use seconds from the start (2.5), ns since the epoch "
-            "(1735689600000000000) or ISO 8601 (2025-01-01T00:00:02.5Z)"
-        ) from None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=dt.UTC)
-    delta = when - dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
-    return (delta.days * 86_400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1_000
 
 
 def parse_range(
