@@ -30,9 +30,11 @@ use, so ``import hyperframes`` stays cheap.
 from typing import TYPE_CHECKING, Any
 
 from hyperframes.codecs import CodecSpec
+from hyperframes.drive import Drive, open_drive
 from hyperframes.errors import (
     ChecksumError,
     CorruptFileError,
+    DriveError,
     FrameNotFoundError,
     HyperframesError,
     NotFinalizedError,
@@ -86,6 +88,9 @@ __all__ = [
     "verify_file",
     "decode_image",
     "CodecSpec",
+    "Drive",
+    "open_drive",
+    "DriveError",
     "FrameFlags",
     "StreamInfo",
     "FileMetadata",

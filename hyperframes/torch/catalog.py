@@ -18,6 +18,7 @@ from typing import Literal
 
 import numpy as np
 
+from hyperframes.drive import Drive
 from hyperframes.reader import HyperframeReader
 from hyperframes.streams import StreamInfo
 from hyperframes.sync import ClockCheck, check_clocks
@@ -27,7 +28,7 @@ __all__ = ["PathsLike", "Align", "FileWindows", "Catalog", "expand_paths", "buil
 
 log = logging.getLogger(__name__)
 
-PathsLike = str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
+PathsLike = str | os.PathLike[str] | Drive | Sequence[str | os.PathLike[str] | Drive]
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +75,9 @@ class Catalog:
     window_ns: int
     offsets: np.ndarray  # int64, len(files) + 1: global position of each file's first window
     clock_checks: tuple[ClockCheck, ...] = ()
+    # per file: -1 for a file given alone; else the same number for consecutive segments of
+    # one drive with no gap between them (clips may run from one into the next)
+    groups: np.ndarray | None = None
 
     def __len__(self) -> int:
         return int(self.offsets[-1])
@@ -89,26 +93,44 @@ class Catalog:
 
 
 def expand_paths(paths: PathsLike) -> list[str]:
-    """Files from a path, a directory (its ``*.hf``), a glob, or a list of those; sorted per item.
+    """Files from a path, a directory (its ``*.hf``), a glob, a drive, or a list of those.
 
-    Raises FileNotFoundError naming a pattern or path that matches nothing.
+    Sorted per item; a :class:`~hyperframes.drive.Drive` gives its readable
+    segments in drive order. Raises FileNotFoundError naming a pattern or
+    path that matches nothing.
     """
-    items = [paths] if isinstance(paths, str | os.PathLike) else list(paths)
-    out: list[str] = []
+    return [p for p, _ in _expand(paths)]
+
+
+def _expand(paths: PathsLike) -> list[tuple[str, int]]:
+    """Files and their group (see :attr:`Catalog.groups`)."""
+    items = [paths] if isinstance(paths, str | os.PathLike | Drive) else list(paths)
+    out: list[tuple[str, int]] = []
+    group = 0
     for item in items:
+        if isinstance(item, Drive):
+            gaps_after = {g.after for g in item.gaps}
+            bad = {d.path for d in item.damaged}
+            for i, seg in enumerate(item.segments):
+                if seg.path not in bad:
+                    out.append((os.fspath(seg.path), group))
+                if i in gaps_after or seg.path in bad:
+                    group += 1
+            group += 1
+            continue
         name = os.fspath(item)
         if any(c in name for c in "*?["):
             found = sorted(glob.glob(name, recursive=True))  # noqa: PTH207 - absolute patterns
             if not found:
                 raise FileNotFoundError(f"no file matches {name!r}")
-            out += found
+            out += [(f, -1) for f in found]
         elif Path(name).is_dir():
             found = sorted(str(p) for p in Path(name).glob("*.hf"))
             if not found:
                 raise FileNotFoundError(f"no *.hf file in directory {name!r}")
-            out += found
+            out += [(f, -1) for f in found]
         elif Path(name).is_file():
-            out.append(name)
+            out.append((name, -1))
         else:
             raise FileNotFoundError(f"no such file: {name!r}")
     if not out:
@@ -137,7 +159,8 @@ def build_catalog(
     selected: list[StreamInfo] = []
     checks: list[ClockCheck] = []
     window_ns = 0
-    for path in expand_paths(paths):
+    found = _expand(paths)
+    for path, _ in found:
         with HyperframeReader(path, verify=False) as r:
             by_name = {s.name: s for s in r.streams.values()}
             if not files:
@@ -176,7 +199,8 @@ def build_catalog(
     mixed = [c for c in checks if c.mixed]
     for c in mixed[:5]:
         log.warning("%s", c.describe())
-    return Catalog(tuple(files), tuple(selected), window_ns, offsets, tuple(mixed))
+    groups = np.array([g for _, g in found], np.int64)
+    return Catalog(tuple(files), tuple(selected), window_ns, offsets, tuple(mixed), groups)
 
 
 def _clock_checks(

@@ -185,7 +185,10 @@ class SequenceDataset(_Base):
 
     A clip never spans a gap (a window id missing from the recording) unless
     ``allow_gaps``, nor two files unless ``cross_files`` (and then only files
-    whose windows continue without a gap, unless ``allow_gaps``). A clip
+    whose windows continue without a gap, unless ``allow_gaps``). Given a
+    :class:`~hyperframes.drive.Drive` (``cross_files=None``, the default),
+    clips run on from one segment into the next, but never across a gap of
+    the drive (:attr:`Drive.gaps`), whatever ``allow_gaps`` says. A clip
     sample is ``{"index": i, "window_id": [ids], "steps": [window samples]}``;
     :func:`~hyperframes.torch.collate.collate` makes ``(B, T, F, ...)``.
     H.265 cameras decode forward through the clip with one decoder (cpu), or
@@ -199,7 +202,7 @@ class SequenceDataset(_Base):
         *,
         stride: int = 1,
         allow_gaps: bool = False,
-        cross_files: bool = False,
+        cross_files: bool | None = None,
         streams: Sequence[str] | None = None,
         decode: DecodeMode = "cpu",
         align: Align | None = None,
@@ -259,20 +262,33 @@ class SequenceDataset(_Base):
 
 
 def clip_starts(
-    catalog: Catalog, length: int, stride: int, allow_gaps: bool, cross_files: bool
+    catalog: Catalog, length: int, stride: int, allow_gaps: bool, cross_files: bool | None
 ) -> np.ndarray:
-    """Global window positions where clips start (see :class:`SequenceDataset`)."""
+    """Global window positions where clips start (see :class:`SequenceDataset`).
+
+    ``cross_files``: True crosses any two files, False none, None only
+    consecutive segments of one drive with no gap between them.
+    """
     ids = np.concatenate([f.window_ids for f in catalog.files]) if catalog.files else np.empty(0)
-    file_of = np.repeat(np.arange(len(catalog.files)), [len(f.window_ids) for f in catalog.files])
+    counts = [len(f.window_ids) for f in catalog.files]
+    file_of = np.repeat(np.arange(len(catalog.files)), counts)
+    groups = catalog.groups if catalog.groups is not None else np.full(len(catalog.files), -1)
+    group_of = np.repeat(groups, counts)
     breaks = np.zeros(len(ids), bool)  # True where a run of continuous windows starts
     if len(ids):
         breaks[0] = True
         if not allow_gaps:
             breaks[1:] |= ids[1:] != ids[:-1] + 1
-        if not cross_files:
-            breaks[1:] |= file_of[1:] != file_of[:-1]
+        new_file = file_of[1:] != file_of[:-1]
+        a, b = group_of[:-1], group_of[1:]
+        same_drive = (a == b) & (a >= 0)
+        if cross_files is False:
+            breaks[1:] |= new_file
+        elif cross_files is None:
+            breaks[1:] |= new_file & ~same_drive
         else:
-            breaks[1:] |= ids[1:] <= ids[:-1]  # overlapping files: never run backwards
+            breaks[1:] |= new_file & ((a >= 0) | (b >= 0)) & ~same_drive  # a drive's gap
+        breaks[1:] |= ids[1:] <= ids[:-1]  # overlapping files: never run backwards
     run_starts = np.flatnonzero(breaks)
     run_ends = np.append(run_starts[1:], len(ids))
     starts = [
