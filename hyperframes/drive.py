@@ -26,6 +26,7 @@ Where a drive comes from (a directory, a glob, a list of paths) is decided in
 
 from __future__ import annotations
 
+import bisect
 import glob
 import os
 import threading
@@ -65,6 +66,7 @@ __all__ = [
 DAMAGED_DIR = "damaged"  # where the recorder moves what it could not recover
 _TMP = ".tmp"
 Sources = str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
+_FAR = 1 << 70  # further than any two timestamps
 
 
 @dataclass(frozen=True, slots=True)
@@ -380,33 +382,8 @@ class Drive:
         tolerance_ns: int | None = None,
     ) -> DriveFrame:
         """Segment and index position of the frame matching a query; see :meth:`read`."""
-        best: DriveFrame | None = None
-        best_d = -1
-        for pos, own, frontier in self._spans.candidates(timestamp_ns, mode):
-            if best is not None and (frontier > best_d or own > best_d):
-                if frontier > best_d:
-                    break
-                continue
-            r = self.reader(pos)
-            if r is None:
-                continue
-            try:
-                i = r.find(stream, timestamp_ns, mode)
-            except (KeyError, FrameNotFoundError):
-                continue
-            t = int(r.index["timestamp_ns"][i])
-            d = abs(t - timestamp_ns)
-            if best is None or d < best_d or (d == best_d and t < best.timestamp_ns):
-                best, best_d = DriveFrame(pos, i, t), d
-        sid = self._stream_id(stream)
-        if best is None:
-            raise FrameNotFoundError(self.source, sid, timestamp_ns, f"no frame {mode} the query")
-        if tolerance_ns is not None and best_d > tolerance_ns:
-            raise FrameNotFoundError(
-                self.source, sid, timestamp_ns, f"no frame within {tolerance_ns} ns",
-                best.timestamp_ns,
-            )  # fmt: skip
-        return best
+        pos, i, t = self._locate(stream, timestamp_ns, mode, tolerance_ns)
+        return DriveFrame(pos, i, t)
 
     def read(
         self,
@@ -421,11 +398,93 @@ class Drive:
         frames in the next segment included). Raises
         :class:`FrameNotFoundError` as the reader does.
         """
-        hit = self.find(stream, timestamp_ns, mode, tolerance_ns)
-        r = self.reader(hit.segment)
-        if r is None:  # evicted and damaged since: cannot happen for a segment just read
-            raise DriveError(self.segments[hit.segment].path, "segment became unreadable")
-        return r.frame_at(hit.position)
+        sp, t = self._spans, timestamp_ns
+        k = bisect.bisect_right(sp.starts, t) - 1
+        if k >= 0 and sp.ends[k] >= t:  # fast path: the segment holding t, when it is enough
+            r = self.reader(sp.order[k])
+            if r is not None:
+                try:
+                    f = r.read(stream, t, mode)
+                except (KeyError, FrameNotFoundError):
+                    f = None
+                if f is not None and self._settled(k, t, mode, abs(f.timestamp_ns - t)):
+                    if tolerance_ns is not None and abs(f.timestamp_ns - t) > tolerance_ns:
+                        raise FrameNotFoundError(
+                            self.source, f.stream.id, t, f"no frame within {tolerance_ns} ns",
+                            f.timestamp_ns,
+                        )  # fmt: skip
+                    return f
+        pos, i, _ = self._search(stream, t, mode, tolerance_ns)
+        r = self.reader(pos)
+        if r is None:  # cannot happen for a segment just read, unless it was damaged since
+            raise DriveError(self.segments[pos].path, "segment became unreadable")
+        return r.frame_at(i)
+
+    def _settled(self, k: int, t: int, mode: Mode, d: int) -> bool:
+        """Whether no span but the ``k``-th (by start) can hold a frame closer than ``d``."""
+        sp = self._spans
+        left = t - sp.maxend[k - 1] if k > 0 else _FAR
+        right = sp.starts[k + 1] - t if k + 1 < len(sp.starts) else _FAR
+        if mode == "before":
+            right = _FAR
+        elif mode == "after" and k > 0 and sp.maxend[k - 1] < t:
+            left = _FAR
+        return d < left and d <= right
+
+    def _locate(
+        self, stream: int | str, t: int, mode: Mode, tolerance_ns: int | None
+    ) -> tuple[int, int, int]:
+        """(segment, index position, timestamp) of the match; the common case in one segment.
+
+        Fast path: the segment whose span holds ``t`` answers, and no other
+        span lies closer to ``t`` than that answer (the usual case away from
+        a boundary). Otherwise every candidate of :meth:`SpanIndex.candidates`.
+        """
+        sp = self._spans
+        k = bisect.bisect_right(sp.starts, t) - 1
+        if k >= 0 and sp.ends[k] >= t and tolerance_ns is None:
+            pos = sp.order[k]
+            r = self.reader(pos)
+            if r is not None:
+                try:
+                    i = r.find(stream, t, mode)
+                except (KeyError, FrameNotFoundError):
+                    i = -1
+                if i >= 0:
+                    found = int(r.index[i]["timestamp_ns"])
+                    if self._settled(k, t, mode, abs(found - t)):
+                        return pos, i, found
+        return self._search(stream, t, mode, tolerance_ns)
+
+    def _search(
+        self, stream: int | str, timestamp_ns: int, mode: Mode, tolerance_ns: int | None
+    ) -> tuple[int, int, int]:
+        best: tuple[int, int, int] | None = None
+        best_d = -1
+        for pos, own, frontier in self._spans.candidates(timestamp_ns, mode):
+            if best is not None and frontier > best_d:
+                break
+            if best is not None and own > best_d:
+                continue
+            r = self.reader(pos)
+            if r is None:
+                continue
+            try:
+                i = r.find(stream, timestamp_ns, mode)
+            except (KeyError, FrameNotFoundError):
+                continue
+            t = int(r.index[i]["timestamp_ns"])
+            d = abs(t - timestamp_ns)
+            if best is None or d < best_d or (d == best_d and t < best[2]):
+                best, best_d = (pos, i, t), d
+        sid = self._stream_id(stream)
+        if best is None:
+            raise FrameNotFoundError(self.source, sid, timestamp_ns, f"no frame {mode} the query")
+        if tolerance_ns is not None and best_d > tolerance_ns:
+            raise FrameNotFoundError(
+                self.source, sid, timestamp_ns, f"no frame within {tolerance_ns} ns", best[2]
+            )
+        return best
 
     def read_range(self, stream: int | str, start_ns: int, end_ns: int) -> list[Frame]:
         """Frames of ``stream`` with ``start_ns <= timestamp <= end_ns``, from every segment."""

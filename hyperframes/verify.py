@@ -70,10 +70,15 @@ def verify_file(
     path: str | os.PathLike[str],
     max_problems: int = 20,
     progress: Callable[[int, int], None] | None = None,
+    *,
+    decode: bool = True,
 ) -> VerifyResult:
     """Check ``path`` completely; never raises for a bad file, reports problems instead.
 
     ``progress(done_bytes, total_bytes)`` is called after each chunk read.
+    ``decode=False`` checks every payload's CRC32C but does not decode it
+    (for files whose payloads are byte copies of frames that decoded, such as
+    the outputs of ``slice`` and ``cat``).
     """
     name = os.fspath(path)
     result = VerifyResult(name)
@@ -92,7 +97,7 @@ def verify_file(
         return result
     result.frames, result.windows = len(s.index), len(s.windows)
     try:
-        _check(fd, name, s, aux, quarantine, _Problems(result, max_problems), progress)
+        _check(fd, name, s, aux, quarantine, _Problems(result, max_problems), progress, decode)
     except _TooMany:
         pass
     except HyperframesError as exc:  # the block walk found the stream table unreadable
@@ -110,6 +115,7 @@ def _check(
     quarantine: np.ndarray,
     problems: _Problems,
     progress: Callable[[int, int], None] | None,
+    decode: bool = True,
 ) -> None:
     streams = {st.id: st for st in s.meta.streams}
     q_entries = quarantine[list(INDEX_DTYPE.names or ())].astype(INDEX_DTYPE)
@@ -123,7 +129,7 @@ def _check(
             f"{int(both['offset'][pair[1]])} overlap (aliasing)"
         )
     _placement(s, quarantine, problems)
-    _payloads(fd, both, streams, problems, progress)
+    _payloads(fd, both, streams if decode else {}, problems, progress)
     _blocks(fd, name, s, aux, quarantine, problems)
 
 
@@ -154,7 +160,8 @@ def _payloads(
     problems: _Problems,
     progress: Callable[[int, int], None] | None,
 ) -> None:
-    """CRC32C of every payload over its own range, then decode it and check its size.
+    """CRC32C of every payload over its own range, then decode it and check its size
+    (payloads of the streams in ``streams``; all of them unless ``decode=False``).
 
     Each stored byte is checked once: an entry whose payload overlaps one
     already checked (aliasing, reported by ``_check``) is counted, not
