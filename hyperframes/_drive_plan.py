@@ -75,9 +75,6 @@ def find_gaps(
     return gaps
 
 
-_IGNORED_FIELDS = frozenset({"id"})
-
-
 def stream_changes(tables: Sequence[Sequence[dict[str, Any]]]) -> list[StreamChange]:
     """Stream-table differences between consecutive segments, by stream name.
 
@@ -127,7 +124,8 @@ class SpanIndex:
     def overlapping(self, start_ns: int, end_ns: int) -> list[int]:
         """Positions of segments whose span meets ``[start_ns, end_ns]``, by start."""
         hi = bisect.bisect_right(self.starts, end_ns)
-        return [self.order[j] for j in range(hi) if self.ends[j] >= start_ns]
+        lo = bisect.bisect_left(self.maxend, start_ns)  # before lo every span ends too early
+        return [self.order[j] for j in range(lo, hi) if self.ends[j] >= start_ns]
 
     def candidates(self, t: int, mode: Mode) -> Iterator[tuple[int, int, int]]:
         """Segments to search for the frame matching ``(t, mode)``, nearest first.
