@@ -33,6 +33,8 @@ class Block:
     flags: int
     missing: tuple[int, ...]
     entries: np.ndarray  # int64
+    payload_offset: int = 0  # the block's payload bytes: [payload_offset, + payload_size)
+    payload_size: int = 0
 
 
 def source_blocks(reader: HyperframeReader) -> list[Block]:
@@ -69,5 +71,14 @@ def source_blocks(reader: HyperframeReader) -> list[Block]:
                 f"quarantined frames, the window table says {int(row['frame_count'])}",
             )
         wid = int(row["window_id"])
-        blocks.append(Block(wid, int(row["flags"]), reader.missing.get(wid, ()), entries))
+        blocks.append(
+            Block(
+                wid,
+                int(row["flags"]),
+                reader.missing.get(wid, ()),
+                entries,
+                int(row["payload_offset"]),
+                int(row["payload_size"]),
+            )
+        )
     return blocks

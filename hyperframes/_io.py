@@ -173,6 +173,41 @@ def _writev_all(fd: int, views: list[memoryview]) -> int:
     return total
 
 
+def copy_range(src_fd: int, src_offset: int, dst_fd: int, dst_offset: int, size: int) -> None:
+    """Copy ``size`` bytes between files at explicit offsets (file positions untouched).
+
+    ``copy_file_range`` where the kernel has it (in-kernel, reflinks on
+    filesystems that share extents), else ``pread``/``pwrite`` in 1 MiB steps.
+    Raises OSError, or EOFError when the source ends early.
+    """
+    done = 0
+    fast = hasattr(os, "copy_file_range")
+    while done < size:
+        n = min(size - done, 1 << 30)
+        if fast:
+            try:
+                got = os.copy_file_range(
+                    src_fd, dst_fd, n, offset_src=src_offset + done, offset_dst=dst_offset + done
+                )
+            except OSError as exc:
+                if exc.errno not in (errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
+                    raise
+                fast = False
+                continue
+        else:
+            data = os.pread(src_fd, min(n, 1 << 20), src_offset + done)
+            got = len(data)
+            if got:
+                view = memoryview(data)
+                while view:
+                    view = view[
+                        os.pwrite(dst_fd, view, dst_offset + done + len(data) - len(view)) :
+                    ]
+        if got == 0:
+            raise EOFError(f"source ended {size - done} bytes early at offset {src_offset + done}")
+        done += got
+
+
 def fsync_dir(path: str | os.PathLike[str]) -> None:
     """fsync a directory so that a rename or create inside it is durable."""
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)

@@ -31,7 +31,7 @@ from hyperframes._meta import Meta
 from hyperframes.codecs import CodecSpec
 from hyperframes.drive import Drive, Segment, open_drive
 from hyperframes.errors import DriveError, HyperframesError
-from hyperframes.layout import FrameFlags
+from hyperframes.layout import AUX_DTYPE, INDEX_DTYPE, FrameFlags
 from hyperframes.naming import parse_segment_name
 from hyperframes.reader import HyperframeReader
 from hyperframes.streams import FileMetadata, StreamInfo
@@ -119,12 +119,21 @@ class _Copier:
                         "same segment twice); cut them apart first",
                     )
                 self.last_window, self.last_source = block.window_id, r.path.name
-                frames = self._frames(fd, r, chosen, index, aux, quarantine)
                 missing = [s for s in block.missing if s in streams]
-                self.writer.write_stored_window(block.window_id, frames, missing)
+                if len(chosen) == len(e):  # the whole block: its bytes verbatim, in the kernel
+                    ent, ax = _rows(e, index, aux, quarantine)
+                    self.writer.copy_block(
+                        block.window_id, ent, ax, fd, block.payload_offset, block.payload_size,
+                        missing,
+                    )  # fmt: skip
+                else:
+                    frames = self._frames(fd, r, chosen, index, aux, quarantine)
+                    self.writer.write_stored_window(block.window_id, frames, missing)
                 self.result.windows += 1
                 self.result.frames += int(np.count_nonzero(chosen >= 0))
                 self.result.quarantined += int(np.count_nonzero(chosen < 0))
+        except EOFError as exc:
+            raise DriveError(r.path, f"cut short while copying: {exc}") from None
         finally:
             os.close(fd)
         self.result.segments += 1
@@ -188,6 +197,26 @@ class _Copier:
             self.writer.abort()
         self.stage.unlink(missing_ok=True)
         Path(f"{self.stage}.tmp").unlink(missing_ok=True)
+
+
+_INDEX_FIELDS = list(INDEX_DTYPE.names or ())
+_AUX_FIELDS = list(AUX_DTYPE.names or ())
+
+
+def _rows(
+    e: np.ndarray, index: np.ndarray, aux: np.ndarray, quarantine: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Index entries and aux rows of a block's frames (``e``: positions, write order)."""
+    ent = np.empty(len(e), INDEX_DTYPE)
+    ax = np.zeros(len(e), AUX_DTYPE)
+    ix, qx = e >= 0, e < 0
+    ent[ix] = index[e[ix]]
+    ax[ix] = aux[e[ix]]
+    if qx.any():
+        q = quarantine[-e[qx] - 1]
+        ent[qx] = q[_INDEX_FIELDS].astype(INDEX_DTYPE)
+        ax[qx] = q[_AUX_FIELDS].astype(AUX_DTYPE)
+    return ent, ax
 
 
 def _same_tables(segments: Sequence[tuple[str, Meta]], what: str) -> None:

@@ -25,7 +25,7 @@ import numpy as np
 
 from hyperframes._checks import fits_block
 from hyperframes._crc import BytesLike, PayloadLike, byte_view, crc32c
-from hyperframes._io import create_new, fsync_dir, rename_noreplace, write_all
+from hyperframes._io import copy_range, create_new, fsync_dir, rename_noreplace, write_all
 from hyperframes._meta import Meta, encode_meta, window_ns_problem
 from hyperframes.codecs import (
     BLOCK_SIZE,
@@ -368,6 +368,93 @@ class HyperframeWriter:
                 )
             )
         self._close_pending(missing)
+
+    def copy_block(
+        self,
+        window_id: int,
+        entries: np.ndarray,
+        aux: np.ndarray,
+        src_fd: int,
+        src_payload_offset: int,
+        payload_size: int,
+        missing: Iterable[int] = (),
+    ) -> None:
+        """Append a whole window block of another file, its payload bytes copied verbatim.
+
+        ``entries`` (INDEX_DTYPE) and ``aux`` (AUX_DTYPE) are the block's
+        frames in write order, offsets as in the source, whose payloads fill
+        ``[src_payload_offset, + payload_size)`` of ``src_fd`` laid out as this
+        writer lays out a block (each payload padded to 64 bytes). The bytes
+        go across with ``copy_file_range`` (no pass through Python); offsets
+        are shifted to their new place. The placement rules of
+        :meth:`write_window` apply; payloads are not checked (verify the output).
+        """
+        self._check_open()
+        self.flush()
+        n = len(entries)
+        if not n:
+            return
+        if self._last_window is not None and window_id <= self._last_window:
+            raise ValueError(
+                f"{self.path}: window {window_id} added after window {self._last_window}; "
+                "window ids must increase"
+            )
+        sid, flags = entries["stream_id"], entries["flags"].astype(np.int64)
+        unknown = set(np.unique(sid).tolist()) - set(self.streams)
+        if unknown:
+            raise ValueError(f"{self.path}: unknown stream ids {sorted(unknown)}")
+        ts = entries["timestamp_ns"]
+        own = np.where(
+            ts == 0, -1, ((ts - np.uint64(1)) // np.uint64(self.window_ns)).astype(np.int64)
+        )
+        late = (flags & _LATE) != 0
+        ok = ((flags & _QUARANTINED) != 0) | np.where(late, own < window_id, own == window_id)
+        if not ok.all():
+            bad = int(np.argmin(ok))
+            f = WriteFrame(int(sid[bad]), int(ts[bad]), b"", int(flags[bad]) & _USER_BITS)
+            self._check_window(window_id, f)
+        missing_ids = tuple(sorted(set(missing)))
+        block_flags = (WINDOW_FLAG_HAS_LATE if late.any() else 0) | (
+            WINDOW_FLAG_INCOMPLETE if missing_ids else 0
+        )
+        payload_offset = self._pos + BLOCK_RECORD_SIZE + n * 48
+        payload_offset += pad_len(payload_offset)
+        out = entries.astype(INDEX_DTYPE, copy=True)
+        out["offset"] = out["offset"].astype(np.int64) + (payload_offset - src_payload_offset)
+        aux = aux.astype(AUX_DTYPE, copy=False)
+        table = out.tobytes() + aux.tobytes()
+        end = payload_offset + payload_size
+        record = BlockRecord(
+            window_id=window_id,
+            frame_count=n,
+            flags=block_flags,
+            block_size=end - self._pos,
+            payload_offset=payload_offset,
+            entries_crc=crc32c(table),
+        )
+        head_pad = payload_offset - self._pos - BLOCK_RECORD_SIZE - len(table)
+        write_all(self._fd, [record.encode(), table, bytes(head_pad)])
+        copy_range(src_fd, src_payload_offset, self._fd, payload_offset, payload_size)
+        os.lseek(self._fd, end, os.SEEK_SET)
+        if missing_ids:
+            self._missing[window_id] = missing_ids
+        self._windows.append((window_id, payload_offset, payload_size, n, block_flags))
+        self._entries.append(out)
+        self._aux.append(aux)
+        self._pos = end
+        self._last_window = window_id
+        self.frame_count += n
+        sizes = entries["size"].astype(np.int64)
+        self.bytes_in += int(sizes.sum())
+        self.bytes_stored += int(sizes.sum())
+        for s_id in np.unique(sid).tolist():
+            mine = sid == s_id
+            totals = self.stream_totals[s_id]
+            totals[0] += int(mine.sum())
+            totals[1] += int(sizes[mine].sum())
+            totals[2] += int(sizes[mine].sum())
+            top = int(entries["stream_index"][mine].max()) + 1
+            self._next_index[s_id] = max(self._next_index[s_id], top)
 
     def flush(self) -> None:
         """Write every window added so far, including the one :meth:`append` is collecting."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -211,3 +212,41 @@ def test_slice_starts_h265_at_the_idr(tmp_path: Path) -> None:
         assert ts[0] == ks.keyframe_ns and ts[-1] == T0 + 13 * WINDOW_NS + 50
         assert r.frame_at(0).keyframe and len(ts) == 6
     assert verify_file(out.output).ok
+
+
+def test_quarantined_frames_travel_with_their_block(tmp_path: Path) -> None:
+    w0 = (T0 + 1) // WINDOW_NS
+    imu = np.zeros(6).tobytes()
+    blocks = [Block(w0 + k, [WriteFrame(2, (w0 + k) * WINDOW_NS + 5, imu, 0, k)]) for k in range(6)]
+    blocks[3].frames.append(WriteFrame(0, 5, b"\xff\xd8q\xff\xd9", int(FrameFlags.QUARANTINED), 0))
+    segs = write_segments(tmp_path / "run", blocks, [2, 4])
+    cat = cat_files(segs, tmp_path / "cat.hf")
+    assert (cat.frames, cat.quarantined) == (6, 1)
+    with HyperframeReader(cat.output) as r:
+        assert r.quarantined_frame(0).tobytes() == b"\xff\xd8q\xff\xd9"
+    a, b = (w0 + 3) * WINDOW_NS, (w0 + 4) * WINDOW_NS
+    part = slice_drive(tmp_path / "run", a, b, tmp_path / "s.hf", streams=["cam"])
+    assert (part.frames, part.quarantined) == (0, 1)
+    assert verify_file(cat.output).ok and verify_file(part.output).ok
+
+
+def test_copy_range_without_copy_file_range(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hyperframes._io import copy_range
+
+    src, dst = tmp_path / "a", tmp_path / "b"
+    data = np.random.default_rng(0).integers(0, 256, 3_000_000, np.uint8).tobytes()
+    src.write_bytes(data)
+    for fast in (True, False):
+        if not fast:
+            monkeypatch.delattr("os.copy_file_range", raising=False)
+        fa, fb = os.open(src, os.O_RDONLY), os.open(dst, os.O_RDWR | os.O_CREAT | os.O_TRUNC)
+        try:
+            copy_range(fa, 100, fb, 64, 2_500_000)
+            with pytest.raises(EOFError, match="early"):
+                copy_range(fa, 2_999_000, fb, 3_000_000, 2000)
+        finally:
+            os.close(fa)
+            os.close(fb)
+        assert dst.read_bytes()[64 : 64 + 2_500_000] == data[100:2_500_100]
