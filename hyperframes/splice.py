@@ -31,13 +31,13 @@ from hyperframes._meta import Meta
 from hyperframes.codecs import CodecSpec
 from hyperframes.drive import Drive, Segment, open_drive
 from hyperframes.errors import DriveError, HyperframesError
-from hyperframes.layout import AUX_DTYPE, INDEX_DTYPE, FrameFlags
+from hyperframes.layout import AUX_DTYPE, BLOCK_RECORD_SIZE, INDEX_DTYPE, FrameFlags, pad_len
 from hyperframes.naming import parse_segment_name
 from hyperframes.reader import HyperframeReader
 from hyperframes.streams import FileMetadata, StreamInfo
 from hyperframes.verify import verify_file
 from hyperframes.windows import window_end, window_start
-from hyperframes.writer import HyperframeWriter, StoredFrame
+from hyperframes.writer import CopiedBlock, HyperframeWriter, StoredFrame
 
 __all__ = ["CutResult", "KeyframeStart", "cat_files", "slice_drive", "INTER_CODED"]
 
@@ -101,6 +101,16 @@ class _Copier:
         index, aux = r.index, r.aux()
         quarantine = r.quarantine()
         fd = os.open(r.path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        run: list[CopiedBlock] = []  # whole blocks back to back, copied in one go
+        run_entries: list[np.ndarray] = []
+
+        def flush_run() -> None:
+            if run:
+                ent, ax = _rows(np.concatenate(run_entries), index, aux, quarantine)
+                self.writer.copy_blocks(run, ent, ax, fd)
+                run.clear()
+                run_entries.clear()
+
         try:
             for block in source_blocks(r):
                 e = block.entries
@@ -119,19 +129,23 @@ class _Copier:
                         "same segment twice); cut them apart first",
                     )
                 self.last_window, self.last_source = block.window_id, r.path.name
-                missing = [s for s in block.missing if s in streams]
-                if len(chosen) == len(e):  # the whole block: its bytes verbatim, in the kernel
-                    ent, ax = _rows(e, index, aux, quarantine)
-                    self.writer.copy_block(
-                        block.window_id, ent, ax, fd, block.payload_offset, block.payload_size,
-                        missing,
-                    )  # fmt: skip
-                else:
-                    frames = self._frames(fd, r, chosen, index, aux, quarantine)
-                    self.writer.write_stored_window(block.window_id, frames, missing)
+                missing = tuple(s for s in block.missing if s in streams)
                 self.result.windows += 1
                 self.result.frames += int(np.count_nonzero(chosen >= 0))
                 self.result.quarantined += int(np.count_nonzero(chosen < 0))
+                if len(chosen) == len(e):  # the whole block: its bytes verbatim, in the kernel
+                    head = BLOCK_RECORD_SIZE + len(e) * 48
+                    at = block.payload_offset - head - pad_len(head)
+                    if run and run[-1].payload_offset + run[-1].payload_size != at:
+                        flush_run()
+                    run.append(CopiedBlock(block.window_id, at, block.payload_offset,
+                                           block.payload_size, len(e), missing))  # fmt: skip
+                    run_entries.append(e)
+                    continue
+                flush_run()
+                frames = self._frames(fd, r, chosen, index, aux, quarantine)
+                self.writer.write_stored_window(block.window_id, frames, missing)
+            flush_run()
         except EOFError as exc:
             raise DriveError(r.path, f"cut short while copying: {exc}") from None
         finally:

@@ -62,6 +62,7 @@ __all__ = [
     "HyperframeWriter",
     "WriteFrame",
     "StoredFrame",
+    "CopiedBlock",
     "default_codec",
     "file_span",
     "TMP_SUFFIX",
@@ -110,6 +111,17 @@ class StoredFrame(NamedTuple):
     receive_ns: int = 0
     duration_ns: int = 0
     raw_size: int = 0
+
+
+class CopiedBlock(NamedTuple):
+    """Where one window block of a source file lies, for :meth:`HyperframeWriter.copy_blocks`."""
+
+    window_id: int
+    record_offset: int  # the block record
+    payload_offset: int  # the first payload
+    payload_size: int  # bytes from there to the end of the block
+    frames: int  # frames stored in the block
+    missing: tuple[int, ...] = ()
 
 
 def default_codec(stream: StreamInfo) -> CodecSpec:
@@ -369,81 +381,102 @@ class HyperframeWriter:
             )
         self._close_pending(missing)
 
-    def copy_block(
+    def copy_blocks(
         self,
-        window_id: int,
+        blocks: Sequence[CopiedBlock],
         entries: np.ndarray,
         aux: np.ndarray,
         src_fd: int,
-        src_payload_offset: int,
-        payload_size: int,
-        missing: Iterable[int] = (),
     ) -> None:
-        """Append a whole window block of another file, its payload bytes copied verbatim.
+        """Append window blocks of another file, copied verbatim, records rewritten.
 
-        ``entries`` (INDEX_DTYPE) and ``aux`` (AUX_DTYPE) are the block's
-        frames in write order, offsets as in the source, whose payloads fill
-        ``[src_payload_offset, + payload_size)`` of ``src_fd`` laid out as this
-        writer lays out a block (each payload padded to 64 bytes). The bytes
-        go across with ``copy_file_range`` (no pass through Python); offsets
-        are shifted to their new place. The placement rules of
-        :meth:`write_window` apply; payloads are not checked (verify the output).
+        ``blocks`` lie back to back in ``src_fd`` (each one's record right
+        after the previous one's end) and were laid out as this writer lays
+        out a block; ``entries`` (INDEX_DTYPE) and ``aux`` (AUX_DTYPE) are
+        their frames in write order, block after block, offsets as in the
+        source. The bytes go across in one ``copy_file_range`` (nothing
+        through Python); each block record and entry table is then rewritten
+        with the offsets shifted to their new place. The placement rules of
+        :meth:`write_window` apply; payloads are not checked (verify the
+        output).
         """
         self._check_open()
         self.flush()
-        n = len(entries)
-        if not n:
+        if not blocks:
             return
-        if self._last_window is not None and window_id <= self._last_window:
-            raise ValueError(
-                f"{self.path}: window {window_id} added after window {self._last_window}; "
-                "window ids must increase"
-            )
+        counts = np.array([b.frames for b in blocks], np.int64)
+        if int(counts.sum()) != len(entries) or len(aux) != len(entries) or counts.min() < 1:
+            raise ValueError(f"{self.path}: block frame counts do not match the entries")
+        wids = [b.window_id for b in blocks]
+        prev = self._last_window
+        for b in blocks:
+            if prev is not None and b.window_id <= prev:
+                raise ValueError(
+                    f"{self.path}: window {b.window_id} added after window {prev}; "
+                    "window ids must increase"
+                )
+            prev = b.window_id
+        for b, nxt in zip(blocks, [*blocks[1:], None], strict=True):
+            head = BLOCK_RECORD_SIZE + b.frames * 48
+            if b.record_offset % ALIGN or b.payload_offset - b.record_offset != head + pad_len(
+                head
+            ):
+                raise ValueError(
+                    f"{self.path}: block of window {b.window_id} is not laid out as this "
+                    "writer lays out blocks"
+                )
+            if nxt is not None and b.payload_offset + b.payload_size != nxt.record_offset:
+                raise ValueError(f"{self.path}: blocks to copy are not back to back")
         sid, flags = entries["stream_id"], entries["flags"].astype(np.int64)
         unknown = set(np.unique(sid).tolist()) - set(self.streams)
         if unknown:
             raise ValueError(f"{self.path}: unknown stream ids {sorted(unknown)}")
         ts = entries["timestamp_ns"]
-        own = np.where(
-            ts == 0, -1, ((ts - np.uint64(1)) // np.uint64(self.window_ns)).astype(np.int64)
-        )
+        own = ((ts - np.uint64(1)) // np.uint64(self.window_ns)).astype(np.int64)
+        own[ts == 0] = -1
+        block_of = np.repeat(np.array(wids, np.int64), counts)
         late = (flags & _LATE) != 0
-        ok = ((flags & _QUARANTINED) != 0) | np.where(late, own < window_id, own == window_id)
+        ok = ((flags & _QUARANTINED) != 0) | np.where(late, own < block_of, own == block_of)
         if not ok.all():
             bad = int(np.argmin(ok))
             f = WriteFrame(int(sid[bad]), int(ts[bad]), b"", int(flags[bad]) & _USER_BITS)
-            self._check_window(window_id, f)
-        missing_ids = tuple(sorted(set(missing)))
-        block_flags = (WINDOW_FLAG_HAS_LATE if late.any() else 0) | (
-            WINDOW_FLAG_INCOMPLETE if missing_ids else 0
-        )
-        payload_offset = self._pos + BLOCK_RECORD_SIZE + n * 48
-        payload_offset += pad_len(payload_offset)
+            self._check_window(int(block_of[bad]), f)
+        src_start = blocks[0].record_offset
+        src_end = blocks[-1].payload_offset + blocks[-1].payload_size
+        delta = self._pos - src_start
         out = entries.astype(INDEX_DTYPE, copy=True)
-        out["offset"] = out["offset"].astype(np.int64) + (payload_offset - src_payload_offset)
-        aux = aux.astype(AUX_DTYPE, copy=False)
-        table = out.tobytes() + aux.tobytes()
-        end = payload_offset + payload_size
-        record = BlockRecord(
-            window_id=window_id,
-            frame_count=n,
-            flags=block_flags,
-            block_size=end - self._pos,
-            payload_offset=payload_offset,
-            entries_crc=crc32c(table),
-        )
-        head_pad = payload_offset - self._pos - BLOCK_RECORD_SIZE - len(table)
-        write_all(self._fd, [record.encode(), table, bytes(head_pad)])
-        copy_range(src_fd, src_payload_offset, self._fd, payload_offset, payload_size)
-        os.lseek(self._fd, end, os.SEEK_SET)
-        if missing_ids:
-            self._missing[window_id] = missing_ids
-        self._windows.append((window_id, payload_offset, payload_size, n, block_flags))
+        out["offset"] = out["offset"].astype(np.int64) + delta
+        aux = aux.astype(AUX_DTYPE, copy=True)
+        copy_range(src_fd, src_start, self._fd, self._pos, src_end - src_start)
+        bounds = np.concatenate([[0], np.cumsum(counts)]).tolist()
+        late_in = np.add.reduceat(late.astype(np.int64), bounds[:-1]).tolist()
+        for k, b in enumerate(blocks):
+            lo, hi = bounds[k], bounds[k + 1]
+            table = out[lo:hi].tobytes() + aux[lo:hi].tobytes()
+            missing_ids = tuple(sorted(set(b.missing)))
+            block_flags = (WINDOW_FLAG_HAS_LATE if late_in[k] else 0) | (
+                WINDOW_FLAG_INCOMPLETE if missing_ids else 0
+            )
+            record = BlockRecord(
+                window_id=b.window_id,
+                frame_count=hi - lo,
+                flags=block_flags,
+                block_size=b.payload_offset + b.payload_size - b.record_offset,
+                payload_offset=b.payload_offset + delta,
+                entries_crc=crc32c(table),
+            )
+            os.pwrite(self._fd, record.encode() + table, b.record_offset + delta)
+            if missing_ids:
+                self._missing[b.window_id] = missing_ids
+            self._windows.append(
+                (b.window_id, b.payload_offset + delta, b.payload_size, hi - lo, block_flags)
+            )
+        self._pos += src_end - src_start
+        os.lseek(self._fd, self._pos, os.SEEK_SET)
         self._entries.append(out)
         self._aux.append(aux)
-        self._pos = end
-        self._last_window = window_id
-        self.frame_count += n
+        self._last_window = prev
+        self.frame_count += len(out)
         sizes = entries["size"].astype(np.int64)
         self.bytes_in += int(sizes.sum())
         self.bytes_stored += int(sizes.sum())
