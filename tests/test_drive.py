@@ -250,3 +250,10 @@ def test_copy_range_without_copy_file_range(
             os.close(fa)
             os.close(fb)
         assert dst.read_bytes()[64 : 64 + 2_500_000] == data[100:2_500_100]
+
+
+def test_cat_refuses_overlapping_segments(tmp_path: Path) -> None:
+    segs = write_segments(tmp_path / "run", make_run(20, np.random.default_rng(8)), [10])
+    with pytest.raises(DriveError, match="segments overlap"):
+        cat_files([segs[0], segs[1], segs[0]], tmp_path / "x.hf")
+    assert list(tmp_path.iterdir()) == [tmp_path / "run"]
