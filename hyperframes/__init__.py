@@ -30,7 +30,6 @@ use, so ``import hyperframes`` stays cheap.
 from typing import TYPE_CHECKING, Any
 
 from hyperframes.codecs import CodecSpec
-from hyperframes.drive import Drive, open_drive
 from hyperframes.errors import (
     ChecksumError,
     CorruptFileError,
@@ -46,6 +45,7 @@ from hyperframes.streams import FileMetadata, SensorKind, StreamInfo, TimestampS
 from hyperframes.windows import window_end, window_of, window_start
 
 if TYPE_CHECKING:
+    from hyperframes.drive import Drive, open_drive
     from hyperframes.images import decode_image
     from hyperframes.reader import Frame, Hyperframe, HyperframeReader
     from hyperframes.verify import verify_file
@@ -55,6 +55,8 @@ __version__ = "0.2.0"
 
 # imported on first use (module __getattr__): name -> module
 _LAZY = {
+    "Drive": "hyperframes.drive",
+    "open_drive": "hyperframes.drive",
     "HyperframeReader": "hyperframes.reader",
     "Frame": "hyperframes.reader",
     "Hyperframe": "hyperframes.reader",

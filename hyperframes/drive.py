@@ -566,7 +566,8 @@ class Drive:
         if merged:
             for fs in frames.values():
                 fs.sort(key=lambda f: (f.timestamp_ns, f.stream_index))
-        return Hyperframe(window_id, lo, hi, frames, tuple(sorted(missing)))
+        names = {s.name: sid for sid, s in self.streams.items()}
+        return Hyperframe(window_id, lo, hi, frames, tuple(sorted(missing)), names=names)
 
     def windows(self) -> Iterator[Hyperframe]:
         """Every window of the drive in order."""

@@ -185,7 +185,8 @@ def _report(args: argparse.Namespace, what: str, res: CutResult, t0: float) -> N
     print(
         f"{what} {res.output}: {res.frames} frames"
         + (f" (+{res.quarantined} quarantined)" if res.quarantined else "")
-        + f", {res.windows} windows from {res.segments} segments, {_mb(res.bytes)} "
+        + f", {res.windows} windows from {res.segments} segment{'' if res.segments == 1 else 's'}, "
+        f"{_mb(res.bytes)} "
         f"in {time.monotonic() - t0:.1f} s; verified"
     )
 
@@ -297,7 +298,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("drive", nargs="+", metavar="DRIVE", help="a directory, a glob or files")
     p.add_argument("--start", required=True, metavar="T")
     p.add_argument("--end", required=True, metavar="T")
-    p.add_argument("--stream", action="append", metavar="NAME", help="keep only this stream")
+    p.add_argument("--stream", action="append", metavar="NAME", help="keep this stream (repeat)")
+    p.add_argument(
+        "--streams", dest="stream", action="extend", nargs="+", metavar="NAME",
+        help="keep these streams",
+    )  # fmt: skip
     p.add_argument("--vehicle", help="the vehicle, when DRIVE holds several")
     p.add_argument("-o", "--output", required=True, type=Path, metavar="OUT.hf")
     p.add_argument("-f", "--force", action="store_true", help="replace an existing output")

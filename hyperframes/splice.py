@@ -30,7 +30,7 @@ from hyperframes._io import check_output, fsync_dir, pread_exact
 from hyperframes._meta import Meta
 from hyperframes.codecs import CodecSpec
 from hyperframes.drive import Drive, Segment, open_drive
-from hyperframes.errors import DriveError, HyperframesError
+from hyperframes.errors import CorruptFileError, DriveError, HyperframesError
 from hyperframes.layout import AUX_DTYPE, BLOCK_RECORD_SIZE, INDEX_DTYPE, FrameFlags, pad_len
 from hyperframes.naming import parse_segment_name
 from hyperframes.reader import HyperframeReader
@@ -147,7 +147,7 @@ class _Copier:
                 self.writer.write_stored_window(block.window_id, frames, missing)
             flush_run()
         except EOFError as exc:
-            raise DriveError(r.path, f"cut short while copying: {exc}") from None
+            raise CorruptFileError(r.path, f"cut short while copying: {exc}") from None
         finally:
             os.close(fd)
         self.result.segments += 1
@@ -177,7 +177,7 @@ class _Copier:
         hi = max(row[4] + row[5] for row in rows)
         buf = memoryview(pread_exact(fd, hi - lo, lo))
         if len(buf) != hi - lo:
-            raise DriveError(r.path, f"payloads at [{lo}, {hi}) cut short: file truncated?")
+            raise CorruptFileError(r.path, f"payloads at [{lo}, {hi}) cut short: file truncated?")
         return [
             StoredFrame(sid, ts, buf[off - lo : off - lo + size], flags, sidx, crc, rcv, dur)
             for sid, flags, sidx, ts, off, size, crc, rcv, dur in rows
@@ -189,7 +189,7 @@ class _Copier:
             self.writer.finalize()
             check = verify_file(self.stage, decode=False)  # payloads are byte copies
             if not check.ok:
-                raise DriveError(
+                raise CorruptFileError(
                     self.output, f"output failed verification, not published: {check.problems[0]}"
                 )
             if check.frames != self.result.frames:

@@ -119,7 +119,7 @@ def test_late_frame_of_previous_segment_is_in_its_window(tmp_path: Path) -> None
     write_segments(tmp_path, blocks, [1])
     with open_drive(tmp_path) as drive:
         hf = drive.get_window(0)
-        assert [f.stream_index for f in hf[2]] == [0, 1]
+        assert [f.stream_index for f in hf[2]] == [0, 1] == [f.stream_index for f in hf["imu"]]
         assert hf[2][1].late and hf[2][1].path.endswith("_000001.hf")
         assert drive.read("imu", w0 * WINDOW_NS + 9).stream_index == 1
 

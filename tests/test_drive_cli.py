@@ -75,7 +75,7 @@ def test_errors_are_one_line_and_leave_no_output(
     run: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = run.parent / "x.hf"
-    assert main(["slice", str(run), "--start", "1", "--end", "2", "-o", str(out)]) == 1
+    assert main(["slice", str(run), "--start", "1", "--end", "2", "-o", str(out)]) == 2
     err = capsys.readouterr().err
     assert "2 vehicles" in err and "--vehicle" in err and len(err.splitlines()) == 1
     argv = ["slice", str(run), "--vehicle", "car-7", "--start", "1", "--end", "2",
@@ -83,7 +83,7 @@ def test_errors_are_one_line_and_leave_no_output(
     assert main(argv) != 0
     assert "no stream named 'nope'" in capsys.readouterr().err
     mixed = [str(sorted(run.glob("car-7_*.hf"))[0]), str(next(run.glob("car-9_*.hf")))]
-    assert main(["cat", *mixed, "-o", str(out)]) == 1
+    assert main(["cat", *mixed, "-o", str(out)]) == 2
     assert "several vehicles" in capsys.readouterr().err
     assert not out.exists() and not list(run.parent.glob(".x.hf*"))
 
