@@ -190,7 +190,7 @@ class CameraTrack:
         else:
             picture = self._picture(self.reader.frame_at(self.base + r).data, r, ts)
         encoder = self._main_encoder(picture)
-        idr = self.planner.is_idr(ts)
+        idr = self.planner.is_idr(ts, last=r == self.count - 1)
         try:
             out = encoder.encode(picture, r, idr=idr)
         except FrameFormatError as exc:  # a frame of another size mid-stream

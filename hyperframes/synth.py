@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
-from PIL import Image
+from PIL import Image, ImageFilter
 
 from hyperframes.layout import FrameFlags
 from hyperframes.streams import FileMetadata, SensorKind, StreamInfo, TimestampSource
@@ -32,7 +32,8 @@ __all__ = [
 
 # 2025-01-01T00:00:00Z: a fixed start so that files are reproducible.
 BASE_NS = 1_735_689_600_000_000_000
-_JPEG_POOL = 8  # distinct images per camera, cycled; every frame still gets unique bytes
+_JPEG_POOL = 8  # distinct images per noisy camera, cycled; every frame still gets unique bytes
+_CAMERA_POOL = 24  # distinct pictures of a camera-like stream: a pan there and back
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,10 +56,13 @@ class Profile:
     streams: tuple[StreamInfo, ...]
 
 
-def _camera(sid: int, name: str, width: int, height: int, rate: float = 30.0) -> StreamInfo:
-    return StreamInfo(
-        sid, name, SensorKind.CAMERA, "jpeg", rate_hz=rate, extra={"width": width, "height": height}
-    )
+def _camera(
+    sid: int, name: str, width: int, height: int, rate: float = 30.0, synth: str | None = None
+) -> StreamInfo:
+    extra: dict[str, object] = {"width": width, "height": height}
+    if synth is not None:
+        extra["synth"] = synth
+    return StreamInfo(sid, name, SensorKind.CAMERA, "jpeg", rate_hz=rate, extra=extra)
 
 
 def _lidar(sid: int, name: str, points: int) -> StreamInfo:
@@ -78,6 +82,17 @@ PROFILES: dict[str, Profile] = {
         (
             _camera(0, "cam_front", 320, 240),
             _camera(1, "cam_rear", 320, 240),
+            _lidar(2, "lidar_top", 10_000),
+            _imu(3, "imu"),
+        ),
+    ),
+    # the demo streams with noisy cameras that miss the converter's default PSNR floor
+    "noisy": Profile(
+        "noisy",
+        100_000_000,
+        (
+            _camera(0, "cam_front", 320, 240, synth="noisy"),
+            _camera(1, "cam_rear", 320, 240, synth="noisy"),
             _lidar(2, "lidar_top", 10_000),
             _imu(3, "imu"),
         ),
@@ -112,7 +127,89 @@ def profile(name: str) -> Profile:
 Generator = Callable[[int], bytes]
 
 
-def _jpeg_generator(stream: StreamInfo, seed: int) -> Generator:
+def _value_noise(rng: np.random.Generator, height: int, width: int, cell: int) -> np.ndarray:
+    """Smooth noise in -1..1: a random grid of one value per ``cell`` pixels, bicubic."""
+    gh, gw = max(2, height // cell + 2), max(2, width // cell + 2)
+    grid = Image.fromarray(rng.integers(0, 256, (gh, gw, 3), dtype=np.uint8))
+    big = grid.resize((gw * cell, gh * cell), Image.Resampling.BICUBIC)
+    return np.asarray(big, np.float32)[:height, :width] / 127.5 - 1.0
+
+
+def _scene(rng: np.random.Generator, height: int, width: int) -> np.ndarray:
+    """A textured street-like scene: sky, buildings with windows, a road with lane marks."""
+    yy = np.arange(height, dtype=np.float32)[:, None, None] / height
+    img = np.empty((height, width, 3), np.float32)
+    img[:] = np.array([150, 175, 210], np.float32) - 60 * yy  # sky, darker downwards
+    horizon, road = int(height * 0.55), int(height * 0.7)
+    x = 0
+    while x < width:  # buildings: flat colours, a window grid, textured walls
+        w = int(rng.integers(width // 14 + 8, width // 5 + 16))
+        top = int(rng.integers(height // 12, horizon - height // 10))
+        colour = rng.integers(60, 200, 3).astype(np.float32)
+        img[top:horizon, x : x + w] = colour
+        step = max(4, w // 6)
+        for wy in range(top + step // 2, horizon - step, step):
+            for wx in range(x + step // 3, x + w - step // 2, step):
+                img[wy : wy + step // 2, wx : wx + step // 2] = colour * 0.45 + 20
+        x += w + int(rng.integers(0, width // 40 + 2))
+    img[horizon:road] = np.array([90, 110, 70], np.float32)  # kerb and verges
+    img[road:] = np.array([80, 80, 85], np.float32)  # asphalt
+    lane_y, dash = (road + height) // 2, max(8, width // 16)
+    for x0 in range(0, width, 2 * dash):
+        img[lane_y : lane_y + max(2, height // 90), x0 : x0 + dash] = 225
+    for cell, amp in ((max(8, width // 12), 20.0), (max(6, width // 40), 4.0)):
+        img += amp * _value_noise(rng, height, width, cell)
+    return img
+
+
+def _camera_generator(stream: StreamInfo, seed: int) -> Generator:
+    """Camera-like frames: a textured scene under a slow pan and zoom, sensor noise sigma 2,
+    JPEG q90. ``_CAMERA_POOL`` distinct pictures (the pan goes there and back), made when
+    first needed; every frame still gets unique bytes."""
+    width = int(stream.extra.get("width", 640))
+    height = int(stream.extra.get("height", 480))
+    rng = np.random.default_rng(seed)
+    margin_x, margin_y = max(4, width // 10), max(2, height // 20)
+    world = _scene(rng, height + 2 * margin_y, width + 2 * margin_x)
+    world_img = Image.fromarray(np.clip(world + 0.5, 0, 255).astype(np.uint8))
+    world_img = world_img.filter(ImageFilter.GaussianBlur(1.2))  # a lens is never sharp
+    # sensor noise: a few fields of sigma 2, each frame takes one at its own offset
+    pad = 64
+    fields = [
+        np.round(rng.standard_normal((height, width + pad, 3), np.float32) * 2).astype(np.int16)
+        for _ in range(3)
+    ]
+    pool: dict[int, bytes] = {}
+
+    def picture(j: int) -> bytes:
+        frac = j / (_CAMERA_POOL - 1)
+        zoom = 1.0 + 0.04 * frac  # a slow zoom in while panning right and down
+        cw, ch = width / zoom, height / zoom
+        x0 = frac * margin_x * 1.5 + (width - cw) / 2
+        y0 = frac * margin_y + (height - ch) / 2
+        view = world_img.resize(
+            (width, height), Image.Resampling.BILINEAR, (x0, y0, x0 + cw, y0 + ch)
+        )
+        off = (j * 37) % pad
+        img = np.asarray(view, np.int16) + fields[j % len(fields)][:, off : off + width]
+        buf = io.BytesIO()
+        Image.fromarray(np.clip(img, 0, 255).astype(np.uint8)).save(buf, "JPEG", quality=90)
+        return buf.getvalue()
+
+    def gen(i: int) -> bytes:
+        period = 2 * _CAMERA_POOL - 2
+        j = i % period
+        j = j if j < _CAMERA_POOL else period - j  # there and back: no jump in the motion
+        if j not in pool:
+            pool[j] = picture(j)
+        return _unique(pool[j], stream, i)
+
+    return gen
+
+
+def _noisy_camera_generator(stream: StreamInfo, seed: int) -> Generator:
+    """The ``noisy`` profile's cameras: gradients under i.i.d. noise of sigma 12 (JPEG q85),
+    which no codec keeps at a useful rate (~28.7 dB at CRF 28): the converter's failure path."""
     width = int(stream.extra.get("width", 640))
     height = int(stream.extra.get("height", 480))
     rng = np.random.default_rng(seed)
@@ -129,12 +226,21 @@ def _jpeg_generator(stream: StreamInfo, seed: int) -> Generator:
         pool.append(buf.getvalue())
 
     def gen(i: int) -> bytes:
-        jpeg = pool[i % _JPEG_POOL]
-        comment = f"hyperframes synth {stream.name} frame {i}".encode()
-        com = b"\xff\xfe" + struct.pack(">H", len(comment) + 2) + comment
-        return jpeg[:2] + com + jpeg[2:]  # a COM segment right after SOI: still a valid JPEG
+        return _unique(pool[i % _JPEG_POOL], stream, i)
 
     return gen
+
+
+def _unique(jpeg: bytes, stream: StreamInfo, i: int) -> bytes:
+    comment = f"hyperframes synth {stream.name} frame {i}".encode()
+    com = b"\xff\xfe" + struct.pack(">H", len(comment) + 2) + comment
+    return jpeg[:2] + com + jpeg[2:]  # a COM segment right after SOI: still a valid JPEG
+
+
+def _jpeg_generator(stream: StreamInfo, seed: int) -> Generator:
+    if stream.extra.get("synth") == "noisy":
+        return _noisy_camera_generator(stream, seed)
+    return _camera_generator(stream, seed)
 
 
 def _lidar_generator(stream: StreamInfo, seed: int) -> Generator:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from hyperframes.video.gop import IdrPlanner
+from hyperframes.video.gop import IdrPlanner, plan_idrs
+from hyperframes.windows import window_of
 
 W = 100_000_000  # 100 ms windows
 T0 = 17_356_896_000 * W  # a window boundary
@@ -63,3 +64,49 @@ def test_reset_and_order() -> None:
 def test_invalid_settings(kwargs: dict[str, int]) -> None:
     with pytest.raises(ValueError):
         IdrPlanner(**{"window_ns": W, **kwargs})
+
+
+def gop_lengths(idrs: list[bool]) -> list[int]:
+    starts = [i for i, x in enumerate(idrs) if x]
+    return [b - a for a, b in zip(starts, [*starts[1:], len(idrs)], strict=True)]
+
+
+@pytest.mark.parametrize("rate", [10, 15, 30])
+@pytest.mark.parametrize("k", [1, 3])
+def test_no_gop_of_one_frame_at_any_start_phase(rate: int, k: int) -> None:
+    """Every start phase over a whole group of windows, and every frame stamped exactly on
+    a window boundary (phase 0 at 10 Hz puts every frame on one): never a one-frame GOP,
+    and after the first GOP every IDR is the first frame of its group."""
+    period = round(1e9 / rate)
+    phases = sorted({*range(0, k * W, period // 7), *(j * W for j in range(k + 1)), 1})
+    for phase in phases:
+        for n in (1, 2, 3, 4, 7, 2 * rate):
+            stamps = [T0 + phase + i * period for i in range(n)]
+            idrs = plan_idrs(stamps, W, k=k, max_gop=30)
+            assert idrs[0], (phase, n)
+            lengths = gop_lengths(idrs)
+            assert n == 1 or min(lengths) >= 2, (rate, k, phase, n, lengths)
+            assert max(lengths) <= 30
+            groups = [window_of(t, W) // k for t in stamps]
+            for i in range(1, n):
+                if idrs[i]:
+                    assert groups[i] != groups[i - 1], (phase, n, i)
+            # the grid holds: a group start is an IDR except right after an IDR or at the end
+            for i in range(2, n - 1):
+                if groups[i] != groups[i - 1] and not idrs[i - 1]:
+                    assert idrs[i], (rate, k, phase, n, i)
+
+
+def test_lone_first_frame_joins_the_next_group() -> None:
+    """The case of issue 18: frame 0 in the last frame interval of a group."""
+    stamps = [T0 - 10_000_000 + i * 33_333_333 for i in range(12)]  # frame 0 at -10 ms
+    p = IdrPlanner(W, k=3, max_gop=30)
+    assert [i for i, t in enumerate(stamps) if p.is_idr(t)] == [0, 10]
+    on_boundary = [T0 + i * 33_333_333 for i in range(12)]  # frame 0 closes the window
+    assert [i for i, x in enumerate(plan_idrs(on_boundary, W, k=3)) if x] == [0, 10]
+    assert plan_idrs([T0], W) == [True]  # a stream of one frame: its one GOP
+    assert plan_idrs([T0 + 1, T0 + 3 * W + 1], W) == [True, False]  # lone last frame
+
+
+def test_max_gop_one_still_means_all_idr() -> None:
+    assert plan_idrs(cam(5), W, k=1, max_gop=1) == [True] * 5

@@ -35,7 +35,7 @@ from hyperframes.video.errors import (
     NotVideoStreamError,
     VideoError,
 )
-from hyperframes.video.gop import DEFAULT_K, DEFAULT_MAX_GOP, IdrPlanner
+from hyperframes.video.gop import DEFAULT_K, DEFAULT_MAX_GOP, IdrPlanner, plan_idrs
 from hyperframes.video.pictures import Picture, decode_jpeg, to_yuv420
 from hyperframes.video.quality import psnr
 from hyperframes.video.rules import (
@@ -65,6 +65,7 @@ __all__ = [
     "create_decoder",
     "register_decoder",
     "IdrPlanner",
+    "plan_idrs",
     "DEFAULT_K",
     "DEFAULT_MAX_GOP",
     "RULES",

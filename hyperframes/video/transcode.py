@@ -60,5 +60,6 @@ def encode_pictures(
                 yield from _frames(encoder.encode(fut.result(), t, idr=planner.is_idr(t)))
         while queued:
             t, fut = queued.popleft()
-            yield from _frames(encoder.encode(fut.result(), t, idr=planner.is_idr(t)))
+            idr = planner.is_idr(t, last=not queued)
+            yield from _frames(encoder.encode(fut.result(), t, idr=idr))
     yield from _frames(encoder.flush())
