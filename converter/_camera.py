@@ -7,6 +7,17 @@ one window block and the track reads and encodes up to the last of them. A
 LATE frame stored in a later block is encoded at its timestamp position and
 held until its block is written, so memory stays bounded by the lateness.
 
+Every frame is checked as it is encoded, one GOP at a time: the GOP's access
+units are decoded (the CPU decoder, fed exactly the bytes that will be
+stored) and each picture is compared with the picture the encoder was given;
+the per-plane errors, carried to R'G'B' (:func:`rgb_mse_estimate`), are kept
+per frame (:attr:`CameraTrack.codec_mse`) for verification. A GOP with a
+frame under the PSNR floor is encoded again on its own, ``quality_step``
+better each time, down to ``best_quality``; the GOPs after it start again at
+``quality``. The GOP plan comes from the timestamps of the whole stream
+(:func:`hyperframes.video.plan_idrs`), so a GOP's frames are known before
+its first one is encoded.
+
 Quarantined frames are not in the index, so no reader decodes them as part
 of the stream; each becomes a stand-alone IDR access unit from a second,
 all-IDR encoder (:meth:`CameraTrack.encode_quarantined`).
@@ -26,19 +37,22 @@ from converter.plan import StreamPlan
 from hyperframes.reader import HyperframeReader
 from hyperframes.video import (
     BitstreamError,
+    Decoder,
     EncodedAU,
     Encoder,
     EncoderSettings,
     EncoderUnavailableError,
     FrameFormatError,
-    IdrPlanner,
     VideoError,
     Yuv420,
+    create_decoder,
     create_encoder,
     decode_jpeg,
+    plan_idrs,
     to_yuv420,
     yuv420_to_rgb,
 )
+from hyperframes.video.quality import plane_mse, psnr_of_mse, rgb_mse_estimate
 
 __all__ = ["CameraTrack", "open_encoder", "source_yuv", "source_rgb"]
 
@@ -81,7 +95,13 @@ def source_rgb(plan: StreamPlan, data: np.ndarray) -> np.ndarray:
 
 
 def open_encoder(
-    choice: str, width: int, height: int, rate_hz: float, video: VideoConfig, max_gop: int
+    choice: str,
+    width: int,
+    height: int,
+    rate_hz: float,
+    video: VideoConfig,
+    max_gop: int,
+    quality: int | None = None,
 ) -> Encoder:
     """The encoder ``choice`` (``auto``, ``nvenc``, ``x265``) with that backend's preset.
 
@@ -92,7 +112,12 @@ def open_encoder(
 
     def settings(preset: str) -> EncoderSettings:
         return EncoderSettings(
-            width, height, rate_hz=rate_hz, max_gop=max_gop, quality=video.quality, preset=preset
+            width,
+            height,
+            rate_hz=rate_hz,
+            max_gop=max_gop,
+            quality=video.quality if quality is None else quality,
+            preset=preset,
         )
 
     if choice in ("auto", "nvenc"):
@@ -109,46 +134,162 @@ class CameraTrack:
     """Encodes one camera stream on demand (see the module docstring). Not thread-safe."""
 
     def __init__(
-        self, reader: HyperframeReader, plan: StreamPlan, video: VideoConfig, path: str
+        self,
+        reader: HyperframeReader,
+        plan: StreamPlan,
+        video: VideoConfig,
+        path: str,
+        psnr_floor_db: float = 0.0,
     ) -> None:
         self.reader = reader
         self.plan = plan
         self.video = video
         self.path = path
+        self.floor = psnr_floor_db
         self.name = plan.source.name
         lo, hi = reader.stream_slice(plan.source.id)
         self.base, self.count = lo, hi - lo
-        self.planner = IdrPlanner(reader.window_ns, k=video.k, max_gop=video.max_gop)
+        self._ts = reader.index["timestamp_ns"][lo:hi]
+        idrs = plan_idrs(self._ts.tolist(), reader.window_ns, k=video.k, max_gop=video.max_gop)
+        self._idr = idrs
+        starts = [i for i, x in enumerate(idrs) if x]
+        self._gop_end = np.empty(self.count, np.int64)  # last position of each frame's GOP
+        for a, b in zip(starts, [*starts[1:], self.count], strict=True):
+            self._gop_end[a:b] = b - 1
         self.rate_hz = plan.source.rate_hz or 30.0
         self._encoder: Encoder | None = None
         self._q_encoder: Encoder | None = None
+        self._decoder: Decoder | None = None
         self._next = 0  # next stream position to submit
+        self._checked = 0  # positions before this one are checked (and final)
         self._flushed = False
         self._done: dict[int, EncodedAU] = {}
+        self._pictures: dict[int, Yuv420] = {}  # submitted, not yet checked
         self._first: Yuv420 | None = None  # frame 0, decoded by start()
         self._lock = threading.Lock()
         self.encoder_name: str | None = None
         self.frames = 0
+        #: per indexed frame: R'G'B' mean squared error of its decoded picture against the
+        #: encoder's input (NaN until checked)
+        self.codec_mse = np.full(self.count, np.nan)
+        self.gops = len(starts)
+        self.gops_reencoded = 0
+        self.best_quality_used = video.quality  # the lowest CRF/QP any GOP ended at
+        self.colour_mse = 0.0  # R'G'B' MSE of the colour conversion of frame 0 (start())
 
     # --- indexed frames ---------------------------------------------------
 
     def encode_through(self, position: int) -> None:
-        """Encode until the access unit of stream position ``position`` is out."""
+        """Encode and check the GOPs up to the one holding stream position ``position``."""
         with self._lock:
-            while position not in self._done:
-                if self._next < self.count:
-                    self._submit(self._next)
-                    self._next += 1
-                elif not self._flushed:
-                    self._flushed = True
-                    self._flush()
-                else:
+            while self._checked <= position:
+                end = int(self._gop_end[self._checked])
+                while any(r not in self._done for r in range(self._checked, end + 1)):
+                    if self._next < self.count:
+                        self._submit(self._next)
+                        self._next += 1
+                    elif not self._flushed:
+                        self._flushed = True
+                        self._flush()
+                    else:
+                        raise ConversionError(
+                            self.path,
+                            "the encoder returned no access unit for this frame",
+                            stream=self.name,
+                            frame=next(
+                                r for r in range(self._checked, end + 1) if r not in self._done
+                            ),
+                        )
+                self._check_gop(self._checked, end)
+                self._checked = end + 1
+
+    def _check_gop(self, a: int, b: int) -> None:
+        """Decode GOP ``a..b``, measure every frame; re-encode it better while under the floor."""
+        quality = self.video.quality
+        while True:
+            worst = self._measure(a, b) + self.colour_mse
+            if psnr_of_mse(worst) >= self.floor or quality <= self.video.best_quality:
+                break
+            quality = max(self.video.best_quality, quality - self.video.quality_step)
+            log.info(
+                "%s: %s: GOP at frame %d under %.4g dB (%.2f dB); encoding it again at %d",
+                self.path,
+                self.name,
+                a,
+                self.floor,
+                psnr_of_mse(worst),
+                quality,
+            )
+            self._reencode(a, b, quality)
+            self.gops_reencoded += 1
+            self.best_quality_used = min(self.best_quality_used, quality)
+        for r in range(a, b + 1):
+            del self._pictures[r]
+
+    def _measure(self, a: int, b: int) -> float:
+        """Decode the access units of ``a..b`` and record each frame's error; the worst."""
+        if self._decoder is None:
+            try:
+                self._decoder = create_decoder("cpu", "yuv420p")
+            except VideoError as exc:
+                raise ConversionError(
+                    self.path, str(exc), stream=self.name, rule="decoder"
+                ) from exc
+        dec = self._decoder
+        dec.reset()
+        worst = 0.0
+        try:
+            for r in range(a, b + 1):
+                pictures = dec.decode(self._done[r].data, r)
+                if len(pictures) != 1:
                     raise ConversionError(
                         self.path,
-                        "the encoder returned no access unit for this frame",
+                        f"access unit decoded to {len(pictures)} pictures",
                         stream=self.name,
-                        frame=position,
+                        frame=r,
+                        timestamp_ns=int(self._ts[r]),
+                        rule="one_picture",
                     )
+                mse = rgb_mse_estimate(*plane_mse(pictures[0].image, self._pictures[r]))
+                self.codec_mse[r] = mse
+                worst = max(worst, mse)
+        except VideoError as exc:
+            raise ConversionError(
+                self.path,
+                f"decoding what was encoded failed: {exc}",
+                stream=self.name,
+                frame=r,
+                rule="annexb",
+            ) from exc
+        return worst
+
+    def _reencode(self, a: int, b: int, quality: int) -> None:
+        """GOP ``a..b`` again, on a fresh encoder at ``quality`` (its first frame an IDR)."""
+        first = self._pictures[a]
+        enc = self._open(
+            first, self.encoder_name or self.video.encoder, self.video.max_gop, quality
+        )
+        try:
+            out: list[EncodedAU] = []
+            for r in range(a, b + 1):
+                out += enc.encode(self._pictures[r], r, idr=r == a)
+            out += enc.flush()
+        except BitstreamError as exc:
+            raise ConversionError(
+                self.path, exc.detail, stream=self.name, frame=exc.frame, rule=exc.rule
+            ) from None
+        finally:
+            enc.close()
+        got = {au.pts: au for au in out}
+        if sorted(got) != list(range(a, b + 1)):
+            raise ConversionError(
+                self.path,
+                f"re-encoding frames {a}..{b} returned access units for {sorted(got)}",
+                stream=self.name,
+                frame=a,
+                rule="one_picture",
+            )
+        self._done.update(got)
 
     def start(self) -> Yuv420 | None:
         """Open the encoder on the stream's first frame (its size decides the settings).
@@ -159,9 +300,20 @@ class CameraTrack:
         if self.count == 0 or self._encoder is not None:
             return None
         ts = int(self.reader.index["timestamp_ns"][self.base])
-        picture = self._first = self._picture(self.reader.frame_at(self.base).data, 0, ts)
+        data = self.reader.frame_at(self.base).data
+        picture = self._first = self._picture(data, 0, ts)
+        # what the colour conversion alone loses (4:2:0, limited range), on this frame: the
+        # encode-time check adds it, as verification adds what it measures on its sample
+        d = np.subtract(yuv420_to_rgb(picture), source_rgb(self.plan, data), dtype=np.int16)
+        self.colour_mse = int(np.einsum("ijk,ijk->", d, d, dtype=np.int64)) / d.size
         self._main_encoder(picture)
         return picture
+
+    @property
+    def psnr_min_db(self) -> float | None:
+        """Lowest per-frame PSNR measured while encoding (R'G'B', codec only)."""
+        done = self.codec_mse[~np.isnan(self.codec_mse)]
+        return psnr_of_mse(float(done.max())) if done.size else None
 
     def _main_encoder(self, picture: Yuv420) -> Encoder:
         if self._encoder is None:
@@ -190,7 +342,8 @@ class CameraTrack:
         else:
             picture = self._picture(self.reader.frame_at(self.base + r).data, r, ts)
         encoder = self._main_encoder(picture)
-        idr = self.planner.is_idr(ts, last=r == self.count - 1)
+        self._pictures[r] = picture
+        idr = self._idr[r]
         try:
             out = encoder.encode(picture, r, idr=idr)
         except FrameFormatError as exc:  # a frame of another size mid-stream
@@ -221,10 +374,12 @@ class CameraTrack:
                 rule="source_frame",
             ) from None
 
-    def _open(self, picture: Yuv420, choice: str, max_gop: int) -> Encoder:
+    def _open(
+        self, picture: Yuv420, choice: str, max_gop: int, quality: int | None = None
+    ) -> Encoder:
         try:
             return open_encoder(
-                choice, picture.width, picture.height, self.rate_hz, self.video, max_gop
+                choice, picture.width, picture.height, self.rate_hz, self.video, max_gop, quality
             )
         except FrameFormatError as exc:  # odd dimensions
             raise InputError(
@@ -276,6 +431,10 @@ class CameraTrack:
             if enc is not None:
                 enc.close()
         self._encoder = self._q_encoder = None
+        if self._decoder is not None:
+            self._decoder.close()
+            self._decoder = None
+        self._pictures.clear()
 
 
 def describe(track: CameraTrack) -> dict[str, Any]:
@@ -285,6 +444,7 @@ def describe(track: CameraTrack) -> dict[str, Any]:
     return {
         "encoder": track.encoder_name,
         "quality": v.quality,
+        "best_quality": v.best_quality,
         "preset": preset,
         "k": v.k,
         "max_gop": v.max_gop,

@@ -58,6 +58,8 @@ class VideoConfig:
 
     encoder: str = "auto"  # auto | nvenc | x265
     quality: int = 28  # x265 CRF / NVENC constant QP, 0..51, lower = better and bigger
+    best_quality: int = 22  # a GOP under the PSNR floor is re-encoded, down to this CRF/QP
+    quality_step: int = 2  # CRF/QP steps between re-encodings of a GOP
     x265_preset: str = "fast"
     nvenc_preset: str = "P4"
     k: int = 3  # an IDR on the first frame of every k-th window
@@ -111,6 +113,8 @@ class ConvertConfig:
             "video": {
                 "encoder": v.encoder,
                 "quality": v.quality,
+                "best_quality": v.best_quality,
+                "quality_step": v.quality_step,
                 "x265_preset": v.x265_preset,
                 "nvenc_preset": v.nvenc_preset,
                 "k": v.k,
@@ -177,7 +181,17 @@ def _name(key: str, value: object) -> str:
 
 
 _TOP_KEYS = ("video", "lossless", "verify", "batch", "keep")
-_VIDEO_KEYS = ("encoder", "quality", "x265_preset", "nvenc_preset", "k", "max_gop", "threads")
+_VIDEO_KEYS = (
+    "encoder",
+    "quality",
+    "best_quality",
+    "quality_step",
+    "x265_preset",
+    "nvenc_preset",
+    "k",
+    "max_gop",
+    "threads",
+)
 _VERIFY_KEYS = ("psnr_floor_db", "sample_gops", "decoder")
 _BATCH_KEYS = (
     "workers",
@@ -192,9 +206,19 @@ _BATCH_KEYS = (
 def _video(data: object) -> VideoConfig:
     s = v.Section(data, "video", _VIDEO_KEYS)
     d = VideoConfig()
+    quality = s.get("quality", v.int_in(0, 51), d.quality)
+    best = s.get("best_quality", v.int_in(0, 51), min(d.best_quality, quality))
+    if best > quality:
+        raise v.ConfigError(
+            "video.best_quality",
+            f"must be <= video.quality ({quality}), got {best}: it is the best (lowest) "
+            "CRF/QP a GOP under the PSNR floor is re-encoded at; equal to quality disables that",
+        )
     return VideoConfig(
         encoder=s.get("encoder", v.choice(*ENCODERS), d.encoder),
-        quality=s.get("quality", v.int_in(0, 51), d.quality),
+        quality=quality,
+        best_quality=best,
+        quality_step=s.get("quality_step", v.int_in(1, 51), d.quality_step),
         x265_preset=s.get("x265_preset", v.choice(*X265_PRESETS), d.x265_preset),
         nvenc_preset=s.get("nvenc_preset", v.choice(*NVENC_PRESETS), d.nvenc_preset),
         k=s.get("k", v.int_in(1, 100_000), d.k),

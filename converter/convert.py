@@ -255,7 +255,9 @@ def convert_archive(
             if encoder is not None:
                 video = dataclasses.replace(video, encoder=encoder)
             tracks = {
-                p.source.id: CameraTrack(reader, p, video, os.fspath(src))
+                p.source.id: CameraTrack(
+                    reader, p, video, os.fspath(src), config.verify.psnr_floor_db
+                )
                 for p in plans
                 if p.treatment is Treatment.H265
             }
@@ -268,7 +270,8 @@ def convert_archive(
                     t.close()
             t_write = time.monotonic()
             seed = int(digest[:16], 16)
-            report = verify_conversion(staged, reader, plans, config, seed=seed)
+            encoded = {t.name: t.codec_mse + t.colour_mse for t in tracks.values()}
+            report = verify_conversion(staged, reader, plans, config, seed=seed, encoded=encoded)
             t_verify = time.monotonic()
             _publish(staged, final)
             log.info(
@@ -508,6 +511,14 @@ def _result(
     for p in plans:
         sid = p.source.id
         cam = report.cameras.get(p.source.name)
+        quality = cam.to_dict() if cam is not None else None
+        if quality is not None and sid in tracks:
+            t = tracks[sid]
+            quality.update(
+                quality_start=config.video.quality,
+                quality_best=t.best_quality_used,
+                gops_reencoded=t.gops_reencoded,
+            )
         result.streams.append(
             StreamResult(
                 name=p.source.name,
@@ -517,7 +528,7 @@ def _result(
                 bytes_in=before[sid],
                 bytes_out=after[sid],
                 encoder=tracks[sid].encoder_name if sid in tracks else None,
-                quality=cam.to_dict() if cam is not None else None,
+                quality=quality,
             )
         )
     return result

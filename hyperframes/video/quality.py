@@ -1,16 +1,21 @@
 """Picture quality measures: pure numpy, no optional dependency.
 
 :func:`psnr` is the one definition used by the converter's ``psnr_floor``
-check (docs/CONVERTER.md), the tests and the benchmarks.
+check (docs/CONVERTER.md), the tests and the benchmarks. :func:`plane_mse`
+and :func:`rgb_mse_estimate` are the converter's cheap per-frame measure: a
+decoded picture against the encoder's input, in Y'CbCr, carried to R'G'B'.
 """
 
 from __future__ import annotations
 
 import math
+from typing import Final
 
 import numpy as np
 
-__all__ = ["psnr"]
+from hyperframes.video.color import BT709_LIMITED_TO_RGB, Yuv420
+
+__all__ = ["plane_mse", "psnr", "psnr_of_mse", "rgb_mse_estimate"]
 
 
 def psnr(a: np.ndarray, b: np.ndarray, peak: float = 255.0) -> float:
@@ -26,3 +31,34 @@ def psnr(a: np.ndarray, b: np.ndarray, peak: float = 255.0) -> float:
     d = np.subtract(a, b, dtype=np.float64).ravel()
     mse = float(np.dot(d, d)) / d.size
     return math.inf if mse == 0 else 10.0 * math.log10(peak * peak / mse)
+
+
+def plane_mse(a: Yuv420, b: Yuv420) -> tuple[float, float, float]:
+    """Mean squared error of each plane (Y', Cb, Cr) of two same-sized pictures, exact."""
+    out = []
+    for pa, pb in ((a.y, b.y), (a.u, b.u), (a.v, b.v)):
+        if pa.shape != pb.shape:
+            raise ValueError(f"shapes differ: {pa.shape} vs {pb.shape}")
+        d = np.subtract(pa, pb, dtype=np.int16)
+        out.append(int(np.einsum("ij,ij->", d, d, dtype=np.int64)) / d.size)
+    return out[0], out[1], out[2]
+
+
+# how an error in each BT.709 limited plane reaches R', G' and B' (chroma repeated per 2x2)
+_TO_RGB_SQUARED: Final = np.square(BT709_LIMITED_TO_RGB.m).mean(axis=0)
+
+
+def rgb_mse_estimate(mse_y: float, mse_cb: float, mse_cr: float) -> float:
+    """The R'G'B' mean squared error that per-plane Y'CbCr errors become (8-bit, 0..255).
+
+    Each plane's error goes through the BT.709 limited-to-R'G'B' matrix;
+    errors of different planes are taken as uncorrelated (a codec's are, to
+    first order). Clipping to 0..255 only lowers the true value.
+    """
+    w = _TO_RGB_SQUARED
+    return float(w[0] * mse_y + w[1] * mse_cb + w[2] * mse_cr)
+
+
+def psnr_of_mse(mse: float, peak: float = 255.0) -> float:
+    """PSNR in dB of a mean squared error (``inf`` for 0)."""
+    return math.inf if mse <= 0 else 10.0 * math.log10(peak * peak / mse)
