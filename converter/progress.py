@@ -42,6 +42,8 @@ class Tally:
     bytes_out: int = 0
     kinds: dict[str, list[int]] = field(default_factory=dict)  # kind -> [bytes in, bytes out]
     psnr: dict[str, list[tuple[float, float]]] = field(default_factory=dict)  # camera -> (min, med)
+    checked: dict[str, set[str]] = field(default_factory=dict)  # camera -> how (every frame...)
+    quality: dict[str, int] = field(default_factory=dict)  # camera -> best CRF/QP any GOP needed
     failures: list[tuple[str, str]] = field(default_factory=list)  # (input, reason)
     waiting: list[tuple[str, str]] = field(default_factory=list)  # deferred (input, reason)
     notes: list[str] = field(default_factory=list)  # lines after the table
@@ -69,6 +71,11 @@ class Tally:
                 self.psnr.setdefault(s["name"], []).append(
                     (float(q["psnr_min_db"]), float(q["psnr_median_db"]))
                 )
+                how = "every frame" if q.get("checked") == "every_frame" else "sampled frames"
+                self.checked.setdefault(s["name"], set()).add(how)
+                if q.get("quality_best") is not None:
+                    best = int(q["quality_best"])
+                    self.quality[s["name"]] = min(best, self.quality.get(s["name"], best))
 
     @property
     def failed(self) -> int:
@@ -94,7 +101,10 @@ class Tally:
         for cam, values in sorted(self.psnr.items()):
             low = min(v[0] for v in values)
             med = statistics.median(v[1] for v in values)
-            rows.append((f"PSNR {cam}", f"min {low:.2f} dB, median {med:.2f} dB"))
+            how = " and ".join(sorted(self.checked.get(cam, set())))
+            q = self.quality.get(cam)
+            ended = f"; quality down to {q}" if q is not None else ""
+            rows.append((f"PSNR {cam}", f"min {low:.2f} dB, median {med:.2f} dB ({how}{ended})"))
         rows.append(("time", f"{time.monotonic() - self.started:.1f} s"))
         return rows
 
@@ -117,6 +127,8 @@ def outcome_line(outcome: dict[str, Any]) -> str:
         r = outcome["result"]
         cams = [
             f"{s['name']} PSNR {s['quality']['psnr_min_db']}/{s['quality']['psnr_median_db']} dB"
+            f" ({'every frame' if s['quality'].get('checked') == 'every_frame' else 'sample'}"
+            f"{_ended(s['quality'])})"
             for s in r["streams"]
             if s.get("quality") and s["quality"].get("psnr_min_db") is not None
         ]
@@ -130,6 +142,13 @@ def outcome_line(outcome: dict[str, Any]) -> str:
     if status == "deferred":
         return f"waiting {name}: {outcome.get('reason', '')}"
     return f"{status} {name}: {outcome.get('reason', '')}"
+
+
+def _ended(q: dict[str, Any]) -> str:
+    start, best = q.get("quality_start"), q.get("quality_best")
+    if best is None or best == start:
+        return ""
+    return f", {q.get('gops_reencoded', 0)} GOPs re-encoded down to quality {best}"
 
 
 class BatchDisplay:

@@ -140,6 +140,9 @@ class CameraQuality:
             "samples": len(self.values),
             "sample_psnr_min_db": finite(min(self.values)) if self.values else None,
             "method": self.method,
+            "estimate_error_db": (
+                [round(x, 3) for x in self.estimate_error_db] if self.estimate_error_db else None
+            ),
             "gops": self.gops,
             "gops_sampled": self.gops_sampled,
             "worst_frame": self.worst_frame,
