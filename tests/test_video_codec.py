@@ -85,11 +85,12 @@ def test_pyav_decode_matches_source(jpegs: list[bytes], encoded: Encoded) -> Non
     for jpeg, pic in zip(jpegs, pictures, strict=True):
         assert isinstance(pic, Yuv420) and (pic.width, pic.height) == (W, H)
         source = to_yuv420(jpeg)
-        assert psnr(pic.y, source.y) > 30  # synth frames are noisy; CRF 20
+        assert psnr(pic.y, source.y) > 30  # CRF 20
         assert psnr(pic.u, source.u) > 30
-    # the JPEGs cycle through 8 distinct images: frame order survives the round trip
+    # the synth camera pans: frame order survives the round trip (frame 1 is the nearest
+    # to frame 0, ~28 dB apart at the source; frame 8 ~21 dB)
     y0 = pictures[0].y  # type: ignore[attr-defined]
-    assert psnr(pictures[8].y, y0) > psnr(pictures[1].y, y0) + 10  # type: ignore[attr-defined]
+    assert psnr(pictures[1].y, y0) > psnr(pictures[8].y, y0) + 4  # type: ignore[attr-defined]
 
 
 @needs_ffmpeg

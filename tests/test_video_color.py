@@ -135,3 +135,32 @@ def test_jpeg_decode_simplejpeg_and_pillow_agree(monkeypatch: pytest.MonkeyPatch
     slow = decode_jpeg(jpeg)
     assert fast.shape == slow.shape == (48, 64, 3)
     assert psnr(fast, slow) > 40  # both libjpeg(-turbo); IDCT details may differ slightly
+
+
+@pytest.mark.parametrize("subsampling", [2, 0])  # Pillow: 2 is 4:2:0, 0 is 4:4:4
+def test_jpeg_straight_to_yuv420_agrees_with_the_rgb_way(subsampling: int) -> None:
+    """A 4:2:0 JPEG goes to Y'CbCr without R'G'B' (libavcodec planes, one matrix); other
+    JPEGs take the R'G'B' way. Both give the same picture to within a few code values."""
+    import io
+
+    from PIL import Image
+
+    from hyperframes.video import pictures
+
+    rgb = decode_jpeg(synth_jpegs(160, 96, 1)[0])
+    buf = io.BytesIO()
+    Image.fromarray(rgb).save(buf, "JPEG", quality=90, subsampling=subsampling)
+    jpeg = buf.getvalue()
+    straight = pictures._jpeg_to_yuv420(jpeg)
+    assert (straight is not None) == (subsampling == 2)
+    ours, rgb_way = to_yuv420(jpeg), rgb_to_yuv420(decode_jpeg(jpeg))
+    for a, b in ((ours.y, rgb_way.y), (ours.u, rgb_way.u), (ours.v, rgb_way.v)):
+        assert np.abs(a.astype(int) - b).max() <= 4
+        assert psnr(a, b) > 48
+    flat = np.zeros((16, 16, 3), np.uint8)
+    flat[:] = (200, 30, 90)
+    buf = io.BytesIO()
+    Image.fromarray(flat).save(buf, "JPEG", quality=100)
+    got = to_yuv420(buf.getvalue())
+    want = RGB_TO_BT709_LIMITED.apply(decode_jpeg(buf.getvalue())[0, 0].astype(float))
+    assert abs(int(got.y[8, 8]) - want[0]) <= 1 and abs(int(got.u[4, 4]) - want[1]) <= 1

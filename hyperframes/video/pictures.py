@@ -2,26 +2,37 @@
 
 A picture is JPEG bytes (a camera frame as stored with encoding ``jpeg``), an
 8-bit R'G'B' array ``(H, W, 3)``, or a ready :class:`Yuv420` (BT.709 limited).
-JPEG is decoded with simplejpeg (libjpeg-turbo, releases the GIL) or, when
-that is not installed, Pillow; both apply JFIF's full-range BT.601 matrix
-(:data:`~hyperframes.video.color.JPEG_YCBCR_TO_RGB`), and
-:func:`~hyperframes.video.color.rgb_to_yuv420` then makes BT.709 limited 4:2:0.
+
+A 4:2:0 JPEG (what cameras and libjpeg write by default) becomes a
+:class:`Yuv420` without a detour through R'G'B': libavcodec's MJPEG decoder
+(PyAV) gives its full-range BT.601 Y'CbCr planes and
+:func:`jpeg_planes_to_yuv420` maps them to BT.709 limited range in the
+Y'CbCr domain (:func:`~hyperframes.video.color.jpeg_ycbcr_to_bt709_limited`;
+chroma needs only chroma, luma gets a chroma term per 2x2 block), about a
+third of the CPU time of decoding to R'G'B' and converting back, as the
+``ffmpeg`` CLI does. Other JPEGs (4:2:2, 4:4:4, grey, odd sizes) and
+:func:`decode_jpeg` go through R'G'B': simplejpeg (libjpeg-turbo, releases
+the GIL) or, when that is not installed, Pillow; both apply JFIF's
+full-range BT.601 matrix (:data:`~hyperframes.video.color.JPEG_YCBCR_TO_RGB`),
+and :func:`~hyperframes.video.color.rgb_to_yuv420` then makes BT.709 limited
+4:2:0. The two ways agree to within one code value on camera content (~55 dB).
 """
 
 from __future__ import annotations
 
 import io
 import logging
-from typing import TypeAlias
+import threading
+from typing import Any, Final, TypeAlias
 
 import numpy as np
 from PIL import Image, UnidentifiedImageError
 
 from hyperframes.video import _deps
-from hyperframes.video.color import Yuv420, rgb_to_yuv420
+from hyperframes.video.color import Yuv420, jpeg_ycbcr_to_bt709_limited, rgb_to_yuv420
 from hyperframes.video.errors import FrameFormatError
 
-__all__ = ["Picture", "decode_jpeg", "to_yuv420"]
+__all__ = ["Picture", "decode_jpeg", "jpeg_planes_to_yuv420", "to_yuv420"]
 
 Picture: TypeAlias = bytes | bytearray | memoryview | np.ndarray | Yuv420
 
@@ -52,15 +63,88 @@ def decode_jpeg(data: bytes | bytearray | memoryview | np.ndarray) -> np.ndarray
         raise FrameFormatError(f"not a decodable JPEG ({len(buf)} bytes): {exc}") from None
 
 
+# JPEG Y'CbCr -> BT.709 limited Y'CbCr in fixed point (16 fractional bits, int32)
+_S: Final = 16
+_J2L = jpeg_ycbcr_to_bt709_limited()
+_KY: Final = round(float(_J2L.m[0, 0]) * (1 << _S))
+_KYC: Final = np.round(_J2L.m[0, 1:] * (1 << _S)).astype(np.int32)  # luma's chroma terms
+_KC: Final = np.round(_J2L.m[1:, 1:] * (1 << _S)).astype(np.int32)  # chroma from chroma only
+_ROUND: Final = 1 << (_S - 1)
+
+
+def jpeg_planes_to_yuv420(y: np.ndarray, cb: np.ndarray, cr: np.ndarray) -> Yuv420:
+    """JPEG's full-range BT.601 4:2:0 planes (uint8) as BT.709 limited :class:`Yuv420`.
+
+    The luma of each 2x2 block takes the chroma term of that block's chroma
+    sample; chroma depends on chroma alone (the matrices' luma terms cancel).
+    Rounded to nearest, clipped to 0..255.
+    """
+    h, w = y.shape
+    cbs = cb.astype(np.int32) - 128
+    crs = cr.astype(np.int32) - 128
+    corr = cbs * _KYC[0]
+    corr += crs * _KYC[1]
+    corr += (16 << _S) + _ROUND
+    luma = y.reshape(h // 2, 2, w // 2, 2) * np.int32(_KY)
+    luma += corr[:, None, :, None]
+    luma >>= _S
+    np.clip(luma, 0, 255, out=luma)
+    planes = []
+    for k in (0, 1):
+        c = cbs * _KC[k, 0]
+        c += crs * _KC[k, 1]
+        c += (128 << _S) + _ROUND
+        c >>= _S
+        np.clip(c, 0, 255, out=c)
+        planes.append(c.astype(np.uint8))
+    return Yuv420(luma.reshape(h, w).astype(np.uint8), planes[0], planes[1])
+
+
+_mjpeg = threading.local()  # one libavcodec MJPEG decoder per thread
+
+
+def _jpeg_to_yuv420(buf: bytes) -> Yuv420 | None:
+    """A 4:2:0 JPEG straight to :class:`Yuv420`; None when it needs the R'G'B' way."""
+    if not _deps.available("av"):
+        return None
+    av: Any = _deps.require("av")
+    ctx = getattr(_mjpeg, "ctx", None)
+    if ctx is None:
+        ctx = _mjpeg.ctx = av.CodecContext.create("mjpeg", "r")
+        ctx.thread_count = 1
+    try:
+        frames = ctx.decode(av.Packet(buf))
+    except av.error.FFmpegError:
+        _mjpeg.ctx = None  # the R'G'B' way reports the error
+        return None
+    if len(frames) != 1:
+        return None
+    f = frames[0]
+    h, w = f.height, f.width
+    if f.format.name != "yuvj420p" or h % 2 or w % 2:
+        return None
+    y, cb, cr = (
+        np.frombuffer(p, np.uint8).reshape(-1, p.line_size)[:rows, :cols]
+        for p, rows, cols in zip(f.planes, (h, h // 2, h // 2), (w, w // 2, w // 2), strict=True)
+    )
+    return jpeg_planes_to_yuv420(y, cb, cr)
+
+
+def _jpeg(data: bytes | bytearray | memoryview | np.ndarray) -> Yuv420:
+    buf = data.tobytes() if isinstance(data, np.ndarray) else bytes(data)
+    picture = _jpeg_to_yuv420(buf)
+    return picture if picture is not None else rgb_to_yuv420(decode_jpeg(buf))
+
+
 def to_yuv420(picture: Picture) -> Yuv420:
     """Any accepted picture as BT.709 limited-range 4:2:0 (a :class:`Yuv420` passes through)."""
     if isinstance(picture, Yuv420):
         return picture
     if isinstance(picture, bytes | bytearray | memoryview):
-        return rgb_to_yuv420(decode_jpeg(picture))
+        return _jpeg(picture)
     if isinstance(picture, np.ndarray):
         if picture.ndim == 1 and picture.dtype == np.uint8:  # a payload read from a file
-            return rgb_to_yuv420(decode_jpeg(picture))
+            return _jpeg(picture)
         return rgb_to_yuv420(picture)
     raise FrameFormatError(
         f"cannot encode a {type(picture).__name__}: pass JPEG bytes, an (H, W, 3) uint8 "
