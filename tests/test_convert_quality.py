@@ -115,3 +115,24 @@ def test_a_lone_first_frame_gets_no_idr_of_its_own(tmp_path: Path) -> None:
               for i, (au, p) in enumerate(zip(aus, pics, strict=True))]  # fmt: skip
     # with IDRs on frames 0 and 1 the first GOP was 1.3 dB worse (41.4 vs 42.7 dB)
     assert min(values[1:10]) > min(values[10:]) - 0.5, values
+
+
+def test_synth_demo_converts_at_the_defaults_and_noisy_fails(tmp_path: Path) -> None:
+    """The README tour: `hyperframes synth` then `hyperframes convert`, all defaults."""
+    from hyperframes.cli import main as hf_main
+
+    assert hf_main(["synth", str(tmp_path / "demo.hf"), "--seconds", "1", "-q"]) == 0
+    assert hf_main(["convert", str(tmp_path / "demo.hf"), "--out", str(tmp_path / "out"), "-q",
+                    "--encoder", "x265"]) == 0  # fmt: skip
+    line = json.loads((tmp_path / "out" / "ledger.jsonl").read_text().splitlines()[-1])
+    cams = [(s["frames"], s["quality"]) for s in line["result"]["streams"] if s["quality"]]
+    assert len(cams) == 2
+    for frames, q in cams:
+        assert q["checked"] == "every_frame" and q["frames_checked"] == frames >= 30
+        assert q["psnr_min_db"] >= 36.0 and q["gops_reencoded"] == 0
+    # the noisy profile misses the floor even at the best quality: the input fails, named
+    assert hf_main(["synth", str(tmp_path / "noisy.hf"), "--seconds", "0.3", "-q",
+                    "--profile", "noisy"]) == 0  # fmt: skip
+    with pytest.raises(VerificationError, match=r"rule 'psnr_floor'.*every frame"):
+        convert_archive(tmp_path / "noisy.hf", tmp_path / "out2",
+                        ConvertConfig().with_overrides(encoder="x265"))  # fmt: skip

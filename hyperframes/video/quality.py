@@ -22,15 +22,24 @@ def psnr(a: np.ndarray, b: np.ndarray, peak: float = 255.0) -> float:
     """Peak signal-to-noise ratio in dB of two same-shaped images.
 
     ``10 * log10(peak**2 / MSE)`` over every sample (all planes or channels
-    alike), computed in float64; ``peak`` is the largest sample value (255 for
-    8-bit pictures). Identical images give ``inf``. Raises ``ValueError`` when
-    the shapes differ.
+    alike), computed in float64 (8-bit images: exactly, in integers);
+    ``peak`` is the largest sample value (255 for 8-bit pictures). Identical
+    images give ``inf``. Raises ``ValueError`` when the shapes differ.
     """
     if a.shape != b.shape:
         raise ValueError(f"shapes differ: {a.shape} vs {b.shape}")
-    d = np.subtract(a, b, dtype=np.float64).ravel()
-    mse = float(np.dot(d, d)) / d.size
+    if a.dtype == b.dtype == np.uint8:
+        mse = _sse_u8(a, b) / a.size
+    else:
+        d = np.subtract(a, b, dtype=np.float64).ravel()
+        mse = float(np.dot(d, d)) / d.size
     return math.inf if mse == 0 else 10.0 * math.log10(peak * peak / mse)
+
+
+def _sse_u8(a: np.ndarray, b: np.ndarray) -> int:
+    """Sum of squared differences of two same-shaped uint8 arrays, exact (int64)."""
+    d = np.subtract(a, b, dtype=np.int16).ravel()
+    return int(np.einsum("i,i->", d, d, dtype=np.int64))
 
 
 def plane_mse(a: Yuv420, b: Yuv420) -> tuple[float, float, float]:
@@ -39,8 +48,7 @@ def plane_mse(a: Yuv420, b: Yuv420) -> tuple[float, float, float]:
     for pa, pb in ((a.y, b.y), (a.u, b.u), (a.v, b.v)):
         if pa.shape != pb.shape:
             raise ValueError(f"shapes differ: {pa.shape} vs {pb.shape}")
-        d = np.subtract(pa, pb, dtype=np.int16)
-        out.append(int(np.einsum("ij,ij->", d, d, dtype=np.int64)) / d.size)
+        out.append(_sse_u8(pa, pb) / pa.size)
     return out[0], out[1], out[2]
 
 
