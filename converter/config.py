@@ -60,7 +60,7 @@ class VideoConfig:
     quality: int = 28  # x265 CRF / NVENC constant QP, 0..51, lower = better and bigger
     best_quality: int = 22  # a GOP under the PSNR floor is re-encoded, down to this CRF/QP
     quality_step: int = 2  # CRF/QP steps between re-encodings of a GOP
-    x265_preset: str = "fast"
+    x265_preset: str = "veryfast"  # measured: docs/CONVERTER.md, "Choosing the defaults"
     nvenc_preset: str = "P4"
     k: int = 3  # an IDR on the first frame of every k-th window
     max_gop: int = 30  # and at most this many frames from one IDR to the next
@@ -79,7 +79,8 @@ class VerifyConfig:
     """What the output must prove before it gets its final name."""
 
     psnr_floor_db: float = 35.0
-    sample_gops: float = 0.25  # fraction of each camera's GOPs decoded by random access
+    sample_gops: float = 0.05  # fraction of GOPs decoded again by random access (every frame is
+    # checked at encode time; the sample checks the file and the estimate)
     decoder: str = "cpu"  # cpu | auto (NVDEC where usable)
 
 
