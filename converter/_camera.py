@@ -230,7 +230,7 @@ class CameraTrack:
         """Decode the access units of ``a..b`` and record each frame's error; the worst."""
         if self._decoder is None:
             try:
-                self._decoder = create_decoder("cpu", "yuv420p")
+                self._decoder = create_decoder("cpu", "yuv420p", threads=1)  # least CPU
             except VideoError as exc:
                 raise ConversionError(
                     self.path, str(exc), stream=self.name, rule="decoder"
