@@ -43,7 +43,7 @@ class Tally:
     kinds: dict[str, list[int]] = field(default_factory=dict)  # kind -> [bytes in, bytes out]
     psnr: dict[str, list[tuple[float, float]]] = field(default_factory=dict)  # camera -> (min, med)
     checked: dict[str, set[str]] = field(default_factory=dict)  # camera -> how (every frame...)
-    quality: dict[str, int] = field(default_factory=dict)  # camera -> best CRF/QP any GOP needed
+    quality: dict[str, int] = field(default_factory=dict)  # camera -> best CRF/QP GOPs needed
     failures: list[tuple[str, str]] = field(default_factory=list)  # (input, reason)
     waiting: list[tuple[str, str]] = field(default_factory=list)  # deferred (input, reason)
     notes: list[str] = field(default_factory=list)  # lines after the table
@@ -73,7 +73,7 @@ class Tally:
                 )
                 how = "every frame" if q.get("checked") == "every_frame" else "sampled frames"
                 self.checked.setdefault(s["name"], set()).add(how)
-                if q.get("quality_best") is not None:
+                if q.get("gops_reencoded"):
                     best = int(q["quality_best"])
                     self.quality[s["name"]] = min(best, self.quality.get(s["name"], best))
 
@@ -103,7 +103,7 @@ class Tally:
             med = statistics.median(v[1] for v in values)
             how = " and ".join(sorted(self.checked.get(cam, set())))
             q = self.quality.get(cam)
-            ended = f"; quality down to {q}" if q is not None else ""
+            ended = f"; GOPs re-encoded down to quality {q}" if q is not None else ""
             rows.append((f"PSNR {cam}", f"min {low:.2f} dB, median {med:.2f} dB ({how}{ended})"))
         rows.append(("time", f"{time.monotonic() - self.started:.1f} s"))
         return rows

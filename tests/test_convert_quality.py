@@ -129,7 +129,7 @@ def test_synth_demo_converts_at_the_defaults_and_noisy_fails(tmp_path: Path) -> 
     assert len(cams) == 2
     for frames, q in cams:
         assert q["checked"] == "every_frame" and q["frames_checked"] == frames >= 30
-        assert q["psnr_min_db"] >= 36.0 and q["gops_reencoded"] == 0
+        assert q["psnr_min_db"] >= 35.5 and q["gops_reencoded"] == 0  # ~36.1-36.4 dB
     # the noisy profile misses the floor even at the best quality: the input fails, named
     assert hf_main(["synth", str(tmp_path / "noisy.hf"), "--seconds", "0.3", "-q",
                     "--profile", "noisy"]) == 0  # fmt: skip
