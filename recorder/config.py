@@ -34,10 +34,12 @@ from hyperframes.streams import (
 )
 from recorder.curve import CurveConfig, key_problems
 from recorder.errors import ConfigError
+from recorder.eventconfig import EventsConfig, check_buffer, check_event_streams, parse_events
 
 __all__ = [
     "ConfigError",
     "DiskConfig",
+    "EventsConfig",
     "MetricsConfig",
     "ZmqSocketConfig",
     "TlsConfig",
@@ -79,11 +81,18 @@ T = TypeVar("T")
 
 @dataclass(frozen=True, slots=True)
 class DiskConfig:
-    """Free-space policy: stop (default) or delete the oldest unprotected segments."""
+    """Free-space policy: stop (default) or delete the oldest unprotected segments.
+
+    ``retention``: ``all`` keeps every segment until room is needed;
+    ``events`` (snapshot mode) keeps only what events protect plus the last
+    ``buffer_s`` seconds (:mod:`recorder.retention`).
+    """
 
     min_free_mb: int = 1024
     on_full: str = "stop"  # "stop" | "delete-oldest"
     protected_glob: str | None = None
+    retention: str = "all"  # "all" | "events"
+    buffer_s: float = 120.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,6 +209,7 @@ class VehicleConfig:
     block_kib: int = BLOCK_SIZE // 1024
     clock_max_jump_s: float = 10.0
     disk: DiskConfig = DiskConfig()
+    events: EventsConfig = field(default_factory=EventsConfig)
     metrics: MetricsConfig = MetricsConfig()
     zmq: tuple[ZmqSocketConfig, ...] = ()
     mqtt: MqttConfig | None = None
@@ -262,11 +272,14 @@ _stamp = v.choice("hardware", "host")
 
 
 def _disk(data: object) -> DiskConfig:
-    s = _Section(data, "disk", ("min_free_mb", "on_full", "protected_glob"))
+    keys = ("min_free_mb", "on_full", "protected_glob", "retention", "buffer_s")
+    s = _Section(data, "disk", keys)
     return DiskConfig(
         min_free_mb=s.get("min_free_mb", v.int_in(0), 1024),
         on_full=s.get("on_full", v.choice("stop", "delete-oldest"), "stop"),
         protected_glob=s.get("protected_glob", v.string, None),
+        retention=s.get("retention", v.choice("all", "events"), "all"),
+        buffer_s=s.get("buffer_s", v.number(30 * 86_400), 120.0),
     )
 
 
@@ -474,7 +487,7 @@ def _check_unique(
 _TOP_KEYS = (
     "vehicle_id", "output_dir", "window_ms", "segment_seconds", "segment_max_mb",
     "fsync_interval_s", "grace_ms", "max_payload_mb", "recover_on_start", "block_kib",
-    "clock_max_jump_s", "disk", "metrics", "zmq", "mqtt", "streams",
+    "clock_max_jump_s", "disk", "events", "metrics", "zmq", "mqtt", "streams",
 )  # fmt: skip
 
 
@@ -549,6 +562,11 @@ def _parse(data: object, source: str | None) -> VehicleConfig:
             resolved.append(StreamConfig(st.info, st.codec, st.transport, st.topic, None, name))
         else:
             resolved.append(st)
+    infos = [st.info for st in resolved]
+    events = parse_events(s.data.get("events"), infos)
+    check_event_streams(infos, [st.topic for st in resolved], events)
+    disk = _disk(s.data["disk"]) if s.has("disk") else DiskConfig()
+    check_buffer(events, disk.retention, disk.buffer_s)
     return VehicleConfig(
         vehicle_id=vehicle_id,
         output_dir=s.need("output_dir", v.path),
@@ -562,7 +580,8 @@ def _parse(data: object, source: str | None) -> VehicleConfig:
         recover_on_start=s.get("recover_on_start", v.boolean, True),
         block_kib=s.get("block_kib", _block_kib, BLOCK_SIZE // 1024),
         clock_max_jump_s=s.get("clock_max_jump_s", v.number(86_400, lo=0.001, zero_ok=True), 10.0),
-        disk=_disk(s.data["disk"]) if s.has("disk") else DiskConfig(),
+        disk=disk,
+        events=events,
         metrics=_metrics(s.data["metrics"]) if s.has("metrics") else MetricsConfig(),
         zmq=zmq,
         mqtt=mqtt,

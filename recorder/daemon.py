@@ -10,6 +10,9 @@ of named tasks on the event loop and one writer thread::
     writer           hands each window to SegmentSink on the single "hf-writer"
                      thread (order preserved); fsync cadence; finalize at the end
     keepalive        sd_notify WATCHDOG=1 and STATUS= from the event loop
+    events           events (wire, rules, ``mark`` over the control socket) into the
+                     write queue, in order with the windows (:mod:`recorder.events`)
+    control          the control socket for ``hyperframes mark`` (:mod:`recorder.control`)
     ready            sd_notify READY=1 once sockets are bound (MQTT: subscribed,
                      or after a short wait)
 
@@ -28,24 +31,29 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import signal
 import threading
 import time
-from collections.abc import Callable, Coroutine, Iterable
+from collections.abc import Callable, Coroutine, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
 
 from hyperframes import __version__
+from hyperframes.events import Event, EventError, SegmentSpan, event_stream_info, parse_event_body
 from hyperframes.layout import FrameFlags
 from hyperframes.streams import FileMetadata
+from hyperframes.windows import window_of
 from hyperframes.writer import HyperframeWriter, WriteFrame
 from recorder.config import VehicleConfig, exposure_warnings, file_problems
+from recorder.control import ControlServer
 from recorder.diskpolicy import decide, free_bytes
 from recorder.engine import ClosedWindow, WindowEngine
 from recorder.errors import ConfigError
+from recorder.events import EventIntake, EventStore
 from recorder.ingest import FrameRouter, IngestFrame
 from recorder.ingest_mqtt import MqttSource
 from recorder.ingest_zmq import ZmqSource
@@ -56,6 +64,8 @@ from recorder.metrics import (
     RecorderStats,
     start_prometheus_exporter,
 )
+from recorder.retention import OnDisk, snapshot_expired
+from recorder.rules import RuleEngine
 from recorder.sdnotify import Notifier
 from recorder.segments import RotationPolicy, list_segments, next_sequence, segment_name
 
@@ -100,7 +110,7 @@ class SegmentSink:
             names += [p.name for p in damaged.iterdir()]
         self.seq = next_sequence(names, config.vehicle_id)
         self.finalized: list[Path] = []
-        self._streams = [s.info for s in config.streams]
+        self._streams = [*(s.info for s in config.streams), event_stream_info()]
         self._codecs = {s.id: s.codec for s in config.streams}
         self._seen: dict[int, list[int]] = {}  # stream -> totals already counted
         self._writer: HyperframeWriter | None = None
@@ -110,6 +120,10 @@ class SegmentSink:
         self._disk_check_s = disk_check_s
         self._last_disk_check = -1e18
         self._threads = compress_threads
+        self.events = EventStore(self.dir, config.events, stats.events)
+        self._last_end = 0  # end of the last window written to the current segment
+        self._last_wid = -(1 << 62)
+        self._latest_end = 0  # end of the newest window written, any segment
 
     @property
     def current(self) -> Path | None:
@@ -120,6 +134,10 @@ class SegmentSink:
     def recording(self) -> bool:
         """False while the disk policy has stopped recording."""
         return self._recording
+
+    def add_event(self, event: Event) -> None:
+        """Log ``event`` now; it is written with the window that holds its time."""
+        self.events.add(event, self._existing)
 
     def write(self, window: Window) -> None:
         """Write one closed window (rotating and applying the disk policy first)."""
@@ -158,6 +176,7 @@ class SegmentSink:
         if self._writer is None:
             return None
         try:
+            self._write_pending_events()
             return self._finalize()
         except OSError as exc:
             _log.error("finalizing %s failed: %s; the .tmp is recoverable", self.current, exc)
@@ -196,12 +215,17 @@ class SegmentSink:
         )
         self.seq += 1
         self._first_start = start_ns
+        self._last_end = start_ns
+        self._last_wid = -(1 << 62)
         _log.info("segment %s started", name)
 
     def _finalize(self) -> Path:
         w, self._writer = self._writer, None
         assert w is not None
         path = w.finalize()
+        if w.frame_count:
+            self.events.segment_done(SegmentSpan(path.name, self._first_start, self._last_end),
+                                     self._existing)  # fmt: skip
         self._account(w)
         self._seen.clear()
         self._dirty = False
@@ -222,15 +246,38 @@ class SegmentSink:
                 frames.append(WriteFrame(f.stream_id, f.timestamp_ns, f.payload,
                                          f.flags | extra, f.seq & _U32, f.receive_ns,
                                          f.duration_ns))  # fmt: skip
+        frames += self.events.frames_for(window.start_ns, window.end_ns)
         w.write_window(window.window_id, frames, missing=window.missing)
         self._dirty = True
+        self._last_end = max(self._last_end, window.end_ns)
+        self._last_wid = window.window_id
+        self._latest_end = max(self._latest_end, window.end_ns)
         self._account(w)
+
+    def _write_pending_events(self) -> None:
+        """Events stamped after the last window go into windows of their own before finalize."""
+        w = self._writer
+        if w is None or not self.events.pending:
+            return
+        by_window: dict[int, list[WriteFrame]] = {}
+        for e in self.events.drain():
+            wid = max(window_of(e.t_ns, self.config.window_ns), self._last_wid + 1)
+            start = wid * self.config.window_ns
+            by_window.setdefault(wid, []).append(self.events.frame_of(e, start))
+        for wid, frames in sorted(by_window.items()):
+            w.write_window(wid, frames)
+            self._last_end = max(self._last_end, (wid + 1) * self.config.window_ns)
+
+    def _existing(self) -> list[str]:
+        with contextlib.suppress(OSError):
+            return [p.name for p in list_segments(self.dir, self.config.vehicle_id)]
+        return []
 
     def _account(self, w: HyperframeWriter) -> None:
         """Move the writer's per-stream totals (frames, raw, stored bytes) into the stats."""
         for sid, (frames, raw, stored) in w.stream_totals.items():
             seen = self._seen.setdefault(sid, [0, 0, 0])
-            if frames != seen[0]:
+            if frames != seen[0] and sid in self.stats.streams:  # not the event stream
                 self.stats.streams[sid].record_stored(raw - seen[1], stored - seen[2],
                                                       frames - seen[0])  # fmt: skip
                 seen[:] = frames, raw, stored
@@ -248,13 +295,22 @@ class SegmentSink:
         free = free_bytes(self.dir)
         self.stats.disk_free_bytes = free
         segments: list[tuple[Path, int]] = []
-        if disk.on_full == "delete-oldest" and free < disk.min_free_mb * _MB:
+        snapshot = disk.retention == "events"
+        protects: dict[str, list[Event]] = {}
+        if snapshot or (disk.on_full == "delete-oldest" and free < disk.min_free_mb * _MB):
             for p in list_segments(self.dir, self.config.vehicle_id):
                 with contextlib.suppress(OSError):
                     segments.append((p, p.stat().st_size))
+            on_disk = self.events.on_disk(segments)
+            protects = self.events.protected(on_disk)
+            if snapshot and self._snapshot(on_disk, set(protects)):
+                segments = [(p, n) for p, n in segments if p.exists()]
+                free = free_bytes(self.dir)
+                self.stats.disk_free_bytes = free
         decision = decide(
             free, disk.min_free_mb * _MB, disk.on_full, segments,
             protected_glob=disk.protected_glob, current=self.current, stopped=not self._recording,
+            protected={p for p, _ in segments if p.name in protects},
         )  # fmt: skip
         for path in decision.delete:
             try:
@@ -263,6 +319,16 @@ class SegmentSink:
                 _log.error("disk policy: cannot delete %s: %s", path, exc)
                 continue
             self.stats.segments_deleted += 1
+            if path in decision.protected:
+                self.stats.events.protected_deleted += 1
+                names = sorted({e.name for e in protects.get(path.name, [])})
+                _log.critical(
+                    "disk policy: DELETED PROTECTED SEGMENT %s (kept for events: %s) to keep "
+                    "%d MB free: every unprotected segment is already gone; the disk is too "
+                    "small for what the events keep", path.name, ", ".join(names),
+                    disk.min_free_mb,
+                )  # fmt: skip
+                continue
             _log.warning("disk policy: deleted %s to keep %d MB free", path.name,
                          disk.min_free_mb)  # fmt: skip
         if decision.record and not self._recording:
@@ -278,6 +344,25 @@ class SegmentSink:
         self._recording = decision.record
         self.stats.recording = decision.record
         return decision.record
+
+    def _snapshot(self, on_disk: list[OnDisk], protected: set[str]) -> int:
+        """Snapshot mode: delete what left the rolling buffer unprotected; returns how many."""
+        buffer_ns = round(self.config.disk.buffer_s * 1e9)
+        gone = 0
+        ev = self.stats.events
+        for seg in snapshot_expired(on_disk, protected, self._latest_end, buffer_ns, self.current):
+            try:
+                seg.path.unlink()
+            except OSError as exc:
+                _log.error("snapshot mode: cannot delete %s: %s", seg.path, exc)
+                continue
+            gone += 1
+            ev.snapshot_deleted += 1
+            ev.discarded_bytes += seg.size
+            ev.discarded_ns += max(0, seg.span.end_ns - seg.span.start_ns)
+            _log.info("snapshot mode: deleted %s (%.1f s, %.1f MB, no event keeps it)",
+                      seg.path.name, seg.seconds, seg.size / 1e6)  # fmt: skip
+        return gone
 
 
 class Recorder:
@@ -307,7 +392,7 @@ class Recorder:
             self.stats.add_stream(s.id, s.name)
         self.notifier = notifier or Notifier()
         self._queue: asyncio.Queue[IngestFrame | None] = asyncio.Queue(queue_size)
-        self._wq: asyncio.Queue[Window | None] = asyncio.Queue(write_queue_size)
+        self._wq: asyncio.Queue[Window | Event | None] = asyncio.Queue(write_queue_size)
         self._tick_s = tick_s if tick_s is not None else min(0.05, config.window_ms / 2000)
         self._status_period_s = status_period_s
         self._ready_timeout_s = ready_timeout_s
@@ -318,6 +403,13 @@ class Recorder:
             grace_ns=config.grace_ns,
             max_jump_ns=config.clock_max_jump_ns,
         )
+        self.intake = EventIntake(
+            config.events, self.stats.events, self._anchor, config.clock_max_jump_ns
+        )
+        self.rules = RuleEngine(
+            config.events.rules, {s.id: s.info for s in config.streams}, time.monotonic_ns()
+        )
+        self.control: ControlServer | None = None
         self.zmq_sources: list[ZmqSource] = []
         self.mqtt: MqttSource | None = None
         self.sink: SegmentSink | None = None
@@ -377,10 +469,12 @@ class Recorder:
             for z in cfg.zmq:
                 streams = [s for s in cfg.streams if s.zmq_socket == z.name]
                 src = ZmqSource(z, streams, self.stats, queue, max_payload)
+                src.router.attach_events(cfg.events.topic, self.intake, "zmq")
                 src.open()
                 self.zmq_sources.append(src)
             if cfg.mqtt is not None:
                 self.mqtt = MqttSource(cfg.mqtt, cfg.streams, self.stats, queue, max_payload)
+                self.mqtt.router.attach_events(cfg.events.topic, self.intake, "mqtt")
             if cfg.metrics.enabled:
                 self.exporter = start_prometheus_exporter(
                     self.stats, cfg.metrics.port, cfg.metrics.host
@@ -389,6 +483,9 @@ class Recorder:
         except BaseException:
             self._close_resources()
             raise
+        self.control = ControlServer(cfg.events.control_socket, self._control)
+        if not await self.control.start():
+            self.control = None
         self._tg = asyncio.TaskGroup()
         await self._tg.__aenter__()
         for src in self.zmq_sources:
@@ -398,6 +495,7 @@ class Recorder:
         self._spawn("pump", self._pump())
         self._spawn("ticker", self._ticker())
         self._spawn("writer", self._writer())
+        self._spawn("events", self._events())
         self._spawn("ready", self._ready())
         self._spawn("keepalive", self.notifier.keepalive(self._status, self._status_period_s))
         if leftovers:
@@ -427,6 +525,8 @@ class Recorder:
             await self._tg.__aexit__(exc_type, exc, tb)
             return None
         finally:
+            if self.control is not None:
+                await self.control.close()
             self._count_abandoned()
             await self._finish_sink()
             self._close_resources()
@@ -451,7 +551,9 @@ class Recorder:
         windows: list[Window] = []
         while not self._wq.empty():
             w = self._wq.get_nowait()
-            if w is not None:
+            if isinstance(w, Event):
+                self.stats.events.queue_full += 1  # logged already; never reached its segment
+            elif w is not None:
                 windows.append(w)
         windows.extend(self.engine.flush())
         for w in windows:
@@ -481,6 +583,8 @@ class Recorder:
 
     async def _shutdown(self) -> None:
         self._stop_ingest.set()
+        if self.control is not None:
+            await self.control.close()
         sources = [t for n, t in self._tasks.items() if n.startswith(("zmq-", "mqtt"))]
         await asyncio.gather(*sources)
         self._flush_routers()
@@ -507,30 +611,78 @@ class Recorder:
 
     async def _pump(self) -> None:
         queue, engine, streams = self._queue, self.engine, self.stats.streams
+        watched = self.rules.watched
         while True:
             frame = await queue.get()
             if frame is None:
                 break
             streams[frame.stream_id].queue_depth -= 1
+            if frame.stream_id in watched:
+                for ev in self.rules.on_frame(frame.stream_id, frame.timestamp_ns, frame.payload,
+                                              time.monotonic_ns()):  # fmt: skip
+                    self.intake.submit(ev, time.monotonic_ns())
             closed = engine.push(frame, time.monotonic_ns())
             if closed:
                 await self._emit(closed)
         await self._emit(engine.flush())
+        async with self._emit_lock:  # events still queued (rules fired by the last frames)
+            while not self.intake.queue.empty():
+                await self._wq.put(self.intake.queue.get_nowait())
         await self._wq.put(None)
 
     async def _ticker(self) -> None:
         last_expire = 0.0
         while not self._stop_ingest.is_set():
             await asyncio.sleep(self._tick_s)
-            closed = self.engine.tick(time.monotonic_ns())
+            mono = time.monotonic_ns()
+            closed = self.engine.tick(mono)
             if closed:
                 await self._emit(closed)
+            if self.rules.stale:
+                anchor = self._anchor()
+                sensor_now = time.time_ns() if anchor is None else mono + anchor
+                for ev in self.rules.tick(mono, sensor_now):
+                    self.intake.submit(ev, mono)
             now = time.monotonic()
             if now - last_expire >= 0.5:  # sequence gaps past their horizon count as lost
                 last_expire = now
                 wall = time.time_ns()
                 for router in self._routers():
                     router.expire(wall)
+
+    def _anchor(self) -> int | None:
+        clock = self.engine.clock
+        return None if clock is None else clock.anchor_ns
+
+    async def _events(self) -> None:
+        """Events into the write queue, between windows (so each finds its window)."""
+        q = self.intake.queue
+        while True:
+            ev = await q.get()
+            async with self._emit_lock:
+                await self._wq.put(ev)
+
+    def _control(self, req: Mapping[str, Any]) -> dict[str, Any]:
+        """Answer one control-socket request (``mark``, ``ping``)."""
+        op = req.get("op")
+        if op == "ping":
+            return {"ok": True, "vehicle": self.config.vehicle_id}
+        if op != "mark":
+            self.stats.events.control_errors += 1
+            return {"ok": False, "error": f"unknown op {op!r} (mark, ping)"}
+        body = {k: val for k, val in req.items() if k != "op"}
+        ev_cfg = self.config.events
+        try:
+            event = parse_event_body(
+                json.dumps(body), time.time_ns(), clock="host", source="mark",
+                defaults=ev_cfg.names, default=(ev_cfg.pre_s, ev_cfg.post_s),
+            )  # fmt: skip
+        except (EventError, ValueError) as exc:
+            self.stats.events.control_errors += 1
+            return {"ok": False, "error": str(exc)}
+        event = self.intake.submit(event, time.monotonic_ns())
+        return {"ok": True, "t_ns": event.t_ns, "name": event.name, "pre_s": event.pre_s,
+                "post_s": event.post_s, "quarantined": event.quarantined}  # fmt: skip
 
     async def _emit(self, closed: Iterable[Window]) -> None:
         async with self._emit_lock:  # windows enter the write queue in engine order
@@ -569,6 +721,9 @@ class Recorder:
             self.stats.write_queue_depth = self._wq.qsize()
             if item is None:
                 break
+            if isinstance(item, Event):
+                await loop.run_in_executor(ex, sink.add_event, item)
+                continue
             await loop.run_in_executor(ex, sink.write, item)
         await loop.run_in_executor(ex, sink.close)
 

@@ -11,15 +11,18 @@
   systemd's ``Restart=on-failure`` loop on a full disk.
 - ``delete-oldest``: finalized segments of this vehicle are deleted, oldest
   first, until the floor is met again; ``.tmp`` files, the segment being
-  written and names matching ``disk.protected_glob`` are never deleted. If
-  that is not enough, recording stops as above.
+  written and names matching ``disk.protected_glob`` are never deleted.
+  Segments that an event protects (:mod:`recorder.retention`) go last: every
+  unprotected segment is deleted first, oldest first, and a protected one only
+  when that is not enough (the daemon logs each such deletion as an error and
+  counts it). If even that is not enough, recording stops as above.
 """
 
 from __future__ import annotations
 
 import fnmatch
 import os
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,10 +34,14 @@ RESUME_MARGIN = 1.1
 
 @dataclass(frozen=True, slots=True)
 class DiskDecision:
-    """What to do: delete these files (oldest first), and whether recording may go on."""
+    """What to do: delete these files (oldest first), and whether recording may go on.
+
+    ``protected`` lists the files of ``delete`` that an event protected.
+    """
 
     delete: tuple[Path, ...] = ()
     record: bool = True
+    protected: tuple[Path, ...] = ()
 
 
 def decide(
@@ -46,12 +53,14 @@ def decide(
     protected_glob: str | None = None,
     current: Path | None = None,
     stopped: bool = False,
+    protected: Collection[Path] = (),
 ) -> DiskDecision:
     """Decide from ``free`` bytes against the ``min_free`` floor.
 
     ``segments`` are ``(path, size)`` of finalized segments, oldest first;
     ``stopped`` says recording is currently stopped (resuming needs the
-    margin). ``policy`` is ``"stop"`` or ``"delete-oldest"``.
+    margin). ``policy`` is ``"stop"`` or ``"delete-oldest"``. Segments in
+    ``protected`` are deleted only after every other candidate.
     """
     if policy not in ("stop", "delete-oldest"):
         raise ValueError(f"unknown disk policy {policy!r} (stop, delete-oldest)")
@@ -60,18 +69,27 @@ def decide(
         return DiskDecision()
     if policy == "stop":
         return DiskDecision(record=False)
-    delete = []
+    delete: list[Path] = []
+    last_resort: list[Path] = []
     gained = free
-    for path, size in segments:
-        if gained >= floor:
-            break
-        if path.name.endswith(".tmp") or (current is not None and path == current):
-            continue
-        if protected_glob and fnmatch.fnmatch(path.name, protected_glob):
-            continue
-        delete.append(path)
-        gained += size
-    return DiskDecision(tuple(delete), record=gained >= floor)
+    candidates = [
+        (path, size)
+        for path, size in segments
+        if not path.name.endswith(".tmp")
+        and (current is None or path != current)
+        and not (protected_glob and fnmatch.fnmatch(path.name, protected_glob))
+    ]
+    for spared in (False, True):
+        for path, size in candidates:
+            if gained >= floor:
+                break
+            if (path in protected) != spared:
+                continue
+            (last_resort if spared else delete).append(path)
+            gained += size
+    return DiskDecision(
+        (*delete, *last_resort), record=gained >= floor, protected=tuple(last_resort)
+    )
 
 
 def free_bytes(path: str | os.PathLike[str]) -> int:

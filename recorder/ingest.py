@@ -14,15 +14,15 @@ from __future__ import annotations
 import logging
 import random
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, Protocol
 
 from hyperframes._crc import BytesLike
 from recorder.config import StreamConfig
 from recorder.metrics import DropReason, RecorderStats
 from recorder.sequence import SeqTracker, SeqVerdict
-from recorder.wire import WireError, WireFlags, decode_message, decode_multipart
+from recorder.wire import WireError, WireFlags, WireHeader, decode_message, decode_multipart
 
 __all__ = [
     "IngestFrame",
@@ -31,6 +31,7 @@ __all__ = [
     "RateLimitedLog",
     "UNKNOWN_TOPIC",
     "INGEST_FLAGS",
+    "EventReceiver",
 ]
 
 _log = logging.getLogger(__name__)
@@ -80,6 +81,19 @@ class RateLimitedLog:
         self._logger.warning(msg + suffix, *args)
 
 
+class EventReceiver(Protocol):
+    """Where a router hands event messages (:class:`recorder.events.EventIntake`)."""
+
+    def from_wire(self, header: WireHeader, body: memoryview, mono_ns: int, source: str) -> None:
+        """An event message that passed the wire checks."""
+
+    def malformed(self, source: str, problem: str) -> None:
+        """An event message that did not."""
+
+    def duplicate(self, source: str) -> None:
+        """An exact re-send of an event message."""
+
+
 class FrameRouter:
     """Turns raw messages into :class:`IngestFrame` objects and counts everything.
 
@@ -110,11 +124,25 @@ class FrameRouter:
         self._seq: dict[int, SeqTracker] = {}
         self._names = {s.id: s.name for s in self._by_topic.values()}
         self._log = RateLimitedLog(_log, log_period_s)
+        self._event_topic: bytes | None = None
+        self._events: EventReceiver | None = None
+        self._event_seq = SeqTracker()
+        self._source = ""
+
+    def attach_events(self, topic: str, receiver: EventReceiver, source: str) -> None:
+        """Route messages on ``topic`` to ``receiver`` as events (docs/INGEST.md, "Events")."""
+        self._event_topic, self._events, self._source = topic.encode(), receiver, source
 
     @property
     def topics(self) -> list[str]:
-        """The topics routed, in config order."""
-        return [t.decode() for t in self._by_topic]
+        """The topics routed, in config order (the event topic last, when attached)."""
+        names = [t.decode() for t in self._by_topic]
+        return names if self._event_topic is None else [*names, self._event_topic.decode()]
+
+    @property
+    def extra_topics(self) -> list[str]:
+        """Topics routed that are no stream's (the event topic)."""
+        return [] if self._event_topic is None else [self._event_topic.decode()]
 
     def stream_for(self, topic: bytes) -> StreamConfig | None:
         """The stream of ``topic``, or ``None``."""
@@ -124,6 +152,9 @@ class FrameRouter:
         """A ZMQ multipart message ``[topic, header, payload]``; ``None`` if dropped."""
         topic = bytes(parts[0]) if parts else b""
         stream = self._by_topic.get(topic)
+        if stream is None and topic == self._event_topic:
+            self._event(lambda: decode_multipart(parts, self._max_payload)[1:], receive_ns)
+            return None
         try:
             _, header, payload = decode_multipart(parts, self._max_payload)
         except WireError as exc:
@@ -139,6 +170,9 @@ class FrameRouter:
         """An MQTT message body ``header + payload``; ``None`` if dropped."""
         raw_topic = topic.encode()
         stream = self._by_topic.get(raw_topic)
+        if stream is None and raw_topic == self._event_topic:
+            self._event(lambda: decode_message(body, self._max_payload), receive_ns)
+            return None
         try:
             header, payload = decode_message(body, self._max_payload)
         except WireError as exc:
@@ -161,6 +195,20 @@ class FrameRouter:
             self._count_lost(sid, tracker.flush())
 
     # --- internals ----------------------------------------------------------
+
+    def _event(self, decode: Callable[[], tuple[WireHeader, memoryview]], receive_ns: int) -> None:
+        receiver = self._events
+        assert receiver is not None
+        try:
+            header, body = decode()
+        except WireError as exc:
+            receiver.malformed(self._source, f"{exc.reason}: {exc}")
+            return
+        verdict = self._event_seq.observe(header.seq, header.timestamp_ns, receive_ns).verdict
+        if verdict is SeqVerdict.DUPLICATE:
+            receiver.duplicate(self._source)
+            return
+        receiver.from_wire(header, body, time.monotonic_ns(), self._source)
 
     def _count_lost(self, stream_id: int, lost: int) -> None:
         if not lost:

@@ -163,6 +163,8 @@ class MqttSource:
         ) as client:
             for s in self._streams:
                 await client.subscribe(s.topic, qos=s.qos if s.qos is not None else 1)
+            for topic in self.router.extra_topics:  # events (docs/INGEST.md)
+                await client.subscribe(topic, qos=1)
             if client.session_present is False and self.connects:
                 # the broker forgot us (restart without persistence, session expiry):
                 # what it queued for us while we were away is gone; seq gaps will show it

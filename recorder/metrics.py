@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hyperframes._install import install_hint
+from recorder.eventstats import EventStats, event_families
 
 __all__ = [
     "DropReason",
@@ -161,6 +162,7 @@ class RecorderStats:
     write_queue_depth: int = 0
     disk_free_bytes: int | None = None
     recording: bool = True
+    events: EventStats = field(default_factory=EventStats)
     started_monotonic: float = field(default_factory=time.monotonic)
     _last: _Sample | None = field(default=None, init=False, repr=False, compare=False)
 
@@ -397,6 +399,7 @@ def _collect(stats: RecorderStats) -> Iterable[Any]:
     yield GaugeMetricFamily(
         "hyperframes_recording", "1 while recording, 0 once stopped.", value=int(stats.recording)
     )
+    yield from event_families(stats.events)
     if stats.disk_free_bytes is not None:
         yield GaugeMetricFamily(
             "hyperframes_disk_free_bytes",

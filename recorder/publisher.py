@@ -16,8 +16,10 @@ lost.
 from __future__ import annotations
 
 import contextlib
+import json
+from collections.abc import Mapping
 from types import TracebackType
-from typing import Literal
+from typing import Any, Literal
 
 import zmq
 
@@ -30,6 +32,7 @@ __all__ = [
     "SequenceCounter",
     "ZmqPublisher",
     "encode_mqtt_payload",
+    "event_body",
 ]
 
 #: Messages queued per peer before ``send`` blocks. Bounds the driver's memory
@@ -138,6 +141,18 @@ class ZmqPublisher:
             ) from None
         return number
 
+    def send_event(
+        self,
+        timestamp_ns: int,
+        name: str,
+        *,
+        topic: str = "events",
+        hardware: bool = True,
+        **fields: Any,
+    ) -> int:
+        """Send one event (docs/INGEST.md, "Events"); ``fields`` as :func:`event_body`."""
+        return self.send(topic, timestamp_ns, event_body(name, **fields), hardware=hardware)
+
     def peer_seen(self) -> bool:
         """True once a peer (the recorder) has connected to this socket, now or earlier.
 
@@ -180,3 +195,22 @@ class ZmqPublisher:
 #: The body of one MQTT message (``header + payload``) for a stream's topic; publish
 #: it with the stream's QoS (1 recommended) and number it with a :class:`SequenceCounter`.
 encode_mqtt_payload = encode_frame
+
+
+def event_body(
+    name: str,
+    *,
+    pre_s: float | None = None,
+    post_s: float | None = None,
+    tags: Mapping[str, str] | None = None,
+    note: str | None = None,
+    payload: Any = None,
+) -> bytes:
+    """The JSON payload of an event message; send it on the events topic like a frame."""
+    d: dict[str, Any] = {"name": name}
+    for key, value in (("pre_s", pre_s), ("post_s", post_s), ("note", note), ("payload", payload)):
+        if value is not None:
+            d[key] = value
+    if tags:
+        d["tags"] = dict(tags)
+    return json.dumps(d, separators=(",", ":")).encode()
