@@ -391,7 +391,7 @@ class Recorder:
         for s in config.streams:
             self.stats.add_stream(s.id, s.name)
         self.notifier = notifier or Notifier()
-        self._queue: asyncio.Queue[IngestFrame | None] = asyncio.Queue(queue_size)
+        self._queue: asyncio.Queue[IngestFrame | Event | None] = asyncio.Queue(queue_size)
         self._wq: asyncio.Queue[Window | Event | None] = asyncio.Queue(write_queue_size)
         self._tick_s = tick_s if tick_s is not None else min(0.05, config.window_ms / 2000)
         self._status_period_s = status_period_s
@@ -409,6 +409,7 @@ class Recorder:
         self.rules = RuleEngine(
             config.events.rules, {s.id: s.info for s in config.streams}, time.monotonic_ns()
         )
+        self.intake.ingest = self._ingest_event
         self.control: ControlServer | None = None
         self.zmq_sources: list[ZmqSource] = []
         self.mqtt: MqttSource | None = None
@@ -546,7 +547,9 @@ class Recorder:
         left: list[IngestFrame] = []
         while not self._queue.empty():
             item = self._queue.get_nowait()
-            if item is not None:
+            if isinstance(item, Event):
+                self.stats.events.queue_full += 1  # cut short: neither logged nor written
+            elif item is not None:
                 left.append(item)
         windows: list[Window] = []
         while not self._wq.empty():
@@ -616,11 +619,16 @@ class Recorder:
             frame = await queue.get()
             if frame is None:
                 break
+            if isinstance(frame, Event):  # in order with the frames around it
+                async with self._emit_lock:
+                    await self._wq.put(frame)
+                continue
             streams[frame.stream_id].queue_depth -= 1
             if frame.stream_id in watched:
                 for ev in self.rules.on_frame(frame.stream_id, frame.timestamp_ns, frame.payload,
                                               time.monotonic_ns()):  # fmt: skip
-                    self.intake.submit(ev, time.monotonic_ns())
+                    async with self._emit_lock:  # before the window this frame may close
+                        await self._wq.put(self.intake.accept(ev, time.monotonic_ns()))
             closed = engine.push(frame, time.monotonic_ns())
             if closed:
                 await self._emit(closed)
@@ -649,6 +657,13 @@ class Recorder:
                 wall = time.time_ns()
                 for router in self._routers():
                     router.expire(wall)
+
+    def _ingest_event(self, event: Event) -> bool:
+        try:
+            self._queue.put_nowait(event)
+        except asyncio.QueueFull:
+            return False
+        return True
 
     def _anchor(self) -> int | None:
         clock = self.engine.clock

@@ -52,7 +52,10 @@ class EventIntake:
 
     ``anchor`` returns the engine's clock anchor (``timestamp - monotonic``
     offset the sensors agree on, ``None`` while settling); ``max_jump_ns`` is
-    the quarantine bound (docs/INGEST.md).
+    the quarantine bound (docs/INGEST.md). Events go into the daemon's ingest
+    queue when :attr:`ingest` accepts them (so they reach the writer in order
+    with the frames that arrived around them, before the windows those frames
+    close), else into :attr:`queue` (drained by the daemon's events task).
     """
 
     def __init__(
@@ -66,6 +69,8 @@ class EventIntake:
         self.config = config
         self.stats = stats
         self.queue: asyncio.Queue[Event] = asyncio.Queue(queue_size)
+        self.ingest: Callable[[Event], bool] = lambda _e: False
+        """Try to put an event on the ingest queue; False when full (set by the daemon)."""
         self._anchor = anchor
         self._max_jump = max_jump_ns
         self._log = RateLimitedLog(_log)
@@ -94,8 +99,8 @@ class EventIntake:
         """Count an exact re-send of an event message (MQTT QoS 1 redelivery)."""
         self.stats.duplicates += 1
 
-    def submit(self, event: Event, mono_ns: int) -> Event:
-        """Judge the clock, count and queue ``event``; returns it as queued."""
+    def accept(self, event: Event, mono_ns: int) -> Event:
+        """Judge the clock of ``event``, count and log it; returns it as it will be stored."""
         anchor = self._anchor()
         if anchor is not None and abs(event.t_ns - mono_ns - anchor) > self._max_jump:
             event = replace(event, quarantined=True)
@@ -105,17 +110,25 @@ class EventIntake:
                 "sensors' clock: quarantined (logged, protects nothing)", event.name,
                 event.source, event.t_ns, (event.t_ns - mono_ns - anchor) / 1e9,
             )  # fmt: skip
-        try:
-            self.queue.put_nowait(event)
-        except asyncio.QueueFull:
-            self.stats.queue_full += 1
-            self._log.warning(("events", "queue-full"), "event queue full: dropped %r",
-                              event.name)  # fmt: skip
-            return event
         self.stats.count(self.stats.received, event.source)
         _log.info("event %s from %s at t=%d ns (keep -%g s / +%g s)%s", event.name,
                   event.source, event.t_ns, event.pre_s, event.post_s,
                   " QUARANTINED" if event.quarantined else "")  # fmt: skip
+        return event
+
+    def submit(self, event: Event, mono_ns: int) -> Event:
+        """:meth:`accept` ``event`` and queue it for the writer; returns it as queued.
+
+        A full queue drops it (counted in ``queue_full``, logged).
+        """
+        event = self.accept(event, mono_ns)
+        try:
+            if not self.ingest(event):
+                self.queue.put_nowait(event)
+        except asyncio.QueueFull:
+            self.stats.queue_full += 1
+            self._log.warning(("events", "queue-full"), "event queue full: dropped %r",
+                              event.name)  # fmt: skip
         return event
 
 
