@@ -188,6 +188,30 @@ def _synth(args: argparse.Namespace) -> int:
     return 0
 
 
+def _events(args: argparse.Namespace) -> int:
+    from hyperframes.events import list_events  # noqa: PLC0415 - only this command needs it
+
+    rows = list_events(args.path, args.name)
+    if args.json:
+        print(json.dumps([r.to_dict() for r in rows], indent=2))
+        return 0
+    if not rows:
+        print(f"{args.path}: no events")
+        return 0
+    for r in rows:
+        e = r.event
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(e.t_ns // 1_000_000_000))
+        tags = " ".join(f"{k}={v}" for k, v in e.tags.items())
+        kept = f"{len(r.existing)}/{len(r.segments)} segments on disk"
+        flag = " QUARANTINED" if e.quarantined else ""
+        print(f"{stamp}.{e.t_ns % 1_000_000_000 // 1_000_000:03d}Z  {e.name:<16} {e.source:<5} "
+              f"-{e.pre_s:g}s/+{e.post_s:g}s  {kept}{flag}  {tags}".rstrip())  # fmt: skip
+        if args.verbose_segments:
+            for seg in r.segments:
+                print(f"    {seg}{'' if seg in r.existing else '  (deleted)'}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser, with plugin commands added."""
     parser = argparse.ArgumentParser(
@@ -233,6 +257,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(handler=_synth)
 
     drive_cli.register(sub)  # ls, slice, cat, du
+
+    p = sub.add_parser("events", help="list the events of a recording directory or file")
+    p.add_argument("path", type=Path, metavar="DIR", help="recorder output directory, or a file")
+    p.add_argument("--name", help="only events of this name")
+    p.add_argument("--segments", dest="verbose_segments", action="store_true",
+                   help="list the segments each event protects")  # fmt: skip
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(handler=_events)
 
     seen: set[str] = set()
     for ep in entry_points(group="hyperframes.commands"):

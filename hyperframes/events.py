@@ -56,6 +56,8 @@ __all__ = [
     "read_event_log",
     "read_file_events",
     "event_windows",
+    "EventRow",
+    "list_events",
 ]
 
 EVENT_STREAM_ID: Final = 0xFFFF
@@ -407,3 +409,44 @@ def event_windows(
         else:
             merged.append((lo, hi))
     return merged
+
+
+@dataclass(frozen=True, slots=True)
+class EventRow:
+    """One event as ``hyperframes events`` lists it: the segments it protects, which remain."""
+
+    event: Event
+    segments: tuple[str, ...]
+    existing: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready: the event's fields plus ``segments`` and ``existing``."""
+        return {**self.event.to_dict(), "segments": list(self.segments),
+                "existing": list(self.existing)}  # fmt: skip
+
+
+def list_events(path: str | os.PathLike[str], name: str | None = None) -> list[EventRow]:
+    """The events of a recorder's output directory (its event log) or of one file, by time.
+
+    A directory without an event log lists the events stored in its ``*.hf``
+    files. ``name`` keeps only events of that name. Raises
+    ``FileNotFoundError`` for a path that does not exist.
+    """
+    p = Path(path)
+    if not p.exists():
+        raise FileNotFoundError(f"no such file or directory: {p}")
+    rows: list[EventRow] = []
+    if p.is_dir() and (p / EVENT_LOG_NAME).exists():
+        log = read_event_log(p)
+        on_disk = {f.name for f in p.iterdir()}
+        spans = sorted(log.segments.values(), key=lambda s: s.start_ns)
+        for ev in log.events:
+            segs = tuple(protected_segments(ev, spans))
+            rows.append(EventRow(ev, segs, tuple(n for n in segs if n in on_disk)))
+    else:
+        files = sorted(p.glob("*.hf")) if p.is_dir() else [p]
+        for f in files:
+            rows += [EventRow(ev, (f.name,), (f.name,)) for ev in read_file_events(f)]
+    rows = [r for r in rows if name is None or r.event.name == name]
+    rows.sort(key=lambda r: r.event.t_ns)
+    return rows

@@ -1,4 +1,4 @@
-"""The recorder's subcommands of ``hyperframes``: record, check-config, keygen, sim.
+"""The recorder's subcommands of ``hyperframes``: record, check-config, keygen, mark, sim.
 
 Registered through the ``hyperframes.commands`` entry point
 (``recorder.cli:register``), so the core ``hyperframes`` package never imports
@@ -58,6 +58,34 @@ def _sim(args: argparse.Namespace) -> int:
     return result
 
 
+def _mark(args: argparse.Namespace) -> int:
+    from hyperframes.events import EventError, check_event_name  # noqa: PLC0415
+    from recorder.config import load_config  # noqa: PLC0415
+    from recorder.control import request  # noqa: PLC0415
+
+    check_event_name(args.name)
+    tags: dict[str, str] = {}
+    for item in args.tag:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise EventError(f"--tag {item!r} must be KEY=VALUE")
+        tags[key] = value
+    cfg = load_config(args.config)
+    body: dict[str, Any] = {"op": "mark", "name": args.name, "tags": tags}
+    for key, value in (("pre_s", args.pre), ("post_s", args.post), ("note", args.note)):
+        if value is not None:
+            body[key] = value
+    sock = args.socket or cfg.events.control_socket
+    reply = request(sock, body)
+    if not reply.get("ok"):
+        raise EventError(f"the recorder refused the event: {reply.get('error', reply)}")
+    print(f"marked {reply['name']} on {cfg.vehicle_id} at t={reply['t_ns']} ns: keeps "
+          f"{reply['pre_s']:g} s before and {reply['post_s']:g} s after"
+          + (" (QUARANTINED: its time is far from the sensors' clock)"
+             if reply.get("quarantined") else ""))  # fmt: skip
+    return 0
+
+
 def add_sim_arguments(parser: argparse.ArgumentParser) -> None:
     """The ``hyperframes sim`` options (for a CLI that builds its own parser)."""
     parser.add_argument("--config", required=True, help="vehicle config (YAML)")
@@ -102,7 +130,7 @@ def add_sim_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def register(subparsers: Any) -> None:
-    """Add ``record``, ``check-config``, ``keygen`` and ``sim`` to the ``hyperframes`` parser."""
+    """Add ``record``, ``check-config``, ``keygen``, ``mark`` and ``sim`` to ``hyperframes``."""
     p = subparsers.add_parser("record", help="run the recorder in the foreground")
     p.add_argument("--config", required=True, type=Path, help="vehicle YAML config")
     p.add_argument(
@@ -124,6 +152,18 @@ def register(subparsers: Any) -> None:
     p.add_argument("dir", type=Path, metavar="DIR", help="directory to write the two files in")
     p.add_argument("name", metavar="NAME", help="e.g. recorder, or the driver's name")
     p.set_defaults(handler=_keygen)
+
+    p = subparsers.add_parser(
+        "mark", help="mark an event on the running recorder: keep what surrounds this moment"
+    )
+    p.add_argument("name", help="event name (letters, digits, _ . : -), e.g. bookmark")
+    p.add_argument("--config", required=True, type=Path, help="vehicle YAML config")
+    p.add_argument("--pre", type=float, metavar="S", help="seconds to keep before (default: YAML)")
+    p.add_argument("--post", type=float, metavar="S", help="seconds to keep after (default: YAML)")
+    p.add_argument("--tag", action="append", default=[], metavar="K=V", help="a tag (repeatable)")
+    p.add_argument("--note", metavar="TEXT", help="a free-text note (stored as the tag note)")
+    p.add_argument("--socket", type=Path, help="control socket (default: events.control_socket)")
+    p.set_defaults(handler=_mark)
 
     p = subparsers.add_parser("sim", help="publish synthetic sensor traffic for a vehicle config")
     add_sim_arguments(p)

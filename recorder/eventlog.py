@@ -44,6 +44,7 @@ class EventLogWriter:
         """Appends that failed (I/O error) or were refused (log full)."""
         self.compactions = 0
         self._full_logged = False
+        self._compacted_for: frozenset[str] | None = None
         self._truncate_torn_tail()
         loaded = read_event_log(self.dir)
         self.events: list[Event] = list(loaded.events)
@@ -99,7 +100,9 @@ class EventLogWriter:
     def _append(self, line: bytes, existing: Callable[[], Iterable[str]]) -> bool:
         try:
             if self._size() + len(line) > self.max_bytes:
-                self._compact(set(existing()))
+                names = frozenset(existing())
+                if names != self._compacted_for:  # nothing new to drop otherwise
+                    self._compact(names)
                 if self._size() + len(line) > self.max_bytes:
                     self.errors += 1
                     if not self._full_logged:
@@ -123,10 +126,15 @@ class EventLogWriter:
             _log.error("event log %s: append failed: %s", self.path, exc)
             return False
 
-    def _compact(self, existing: set[str]) -> None:
-        """Keep what still matters: events protecting a segment on disk, and those spans."""
-        spans = {n: s for n, s in self.spans.items() if n in existing}
-        latest = max((s.end_ns for s in spans.values()), default=0)
+    def _compact(self, existing: frozenset[str]) -> None:
+        """Keep what still matters: events protecting a segment on disk, and those spans.
+
+        The newest span is always kept, and so is every event whose window
+        reaches past it (a post window still open, an event not yet written).
+        """
+        self._compacted_for = existing
+        latest = max((s.end_ns for s in self.spans.values()), default=0)
+        spans = {n: s for n, s in self.spans.items() if n in existing or s.end_ns >= latest}
         protects = protection(self.events, spans.values())
         keep_ids = {id(e) for evs in protects.values() for e in evs}
         events = [e for e in self.events if id(e) in keep_ids or e.end_ns >= latest]

@@ -7,7 +7,9 @@ else on the data directory with a disk floor above its free space.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -15,6 +17,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+import yaml
 import zmq
 
 from hyperframes.events import (
@@ -33,9 +36,7 @@ from recorder.segments import list_segments
 from recorder.wire import zmq_frames
 
 sys.path.insert(0, str(Path(__file__).parent))
-from test_daemon import MS, T0, config_dict, run, traffic, wait_for
-
-from mqtt_broker import free_port, mqtt_broker  # noqa: F401
+from test_daemon import MS, T0, config_dict, free_port, mqtt_broker, run, traffic, wait_for  # noqa: F401
 
 S = 1_000_000_000
 
@@ -331,3 +332,54 @@ def test_rules_threshold_held_and_stale_stream(tmp_path: Path) -> None:
     assert 1000 * MS <= hb.t_ns - T0 <= 1005 * MS  # stamped where the run began
     assert hb.payload["value"] == -8.0 and hb.payload["held_ms"] >= 100
     assert got["lidar_quiet"].tags == {"rule": "stale", "stream": "lidar"}
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "hyperframes.cli", *args],
+                          capture_output=True, text=True, check=False)  # fmt: skip
+
+
+def test_mark_and_events_commands(tmp_path: Path) -> None:
+    d = ev_config(tmp_path)
+    conf = tmp_path / "car.yaml"
+    conf.write_text(yaml.safe_dump(d))
+    cfg = parse_config(d)
+    r = cli("mark", "--config", str(conf), "bookmark")
+    assert r.returncode == 1 and "no recorder is running on" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    now = time.time_ns()
+    frames = traffic(1.0, ("imu",), start=now)
+
+    async def main() -> list[subprocess.CompletedProcess[str]]:
+        async with Recorder(cfg) as rec:
+            await rec.ready.wait()
+            ep = rec.endpoints["default"]
+            assert ep is not None
+            await asyncio.to_thread(publish, ep, frames[:100])
+            runs = [await asyncio.to_thread(cli, "mark", "--config", str(conf), *a) for a in (
+                ("pothole", "--pre", "2", "--post", "1", "--tag", "driver=ana", "--note", "big"),
+                ("pothole", "--pre", "-1"),
+                ("bad name",),
+                ("x", "--tag", "novalue"),
+            )]  # fmt: skip
+            await asyncio.to_thread(publish, ep, frames[100:])
+            await wait_for(lambda: rec.stats.frames == len(frames))
+        return runs
+
+    ok, neg, bad, tag = run(main())
+    assert ok.returncode == 0 and "marked pothole on testcar" in ok.stdout, ok.stderr
+    assert "keeps 2 s before and 1 s after" in ok.stdout
+    assert neg.returncode == 1 and "pre_s must be between 0 and 86400 s, got -1" in neg.stderr
+    assert bad.returncode == 1 and "name 'bad name' must be" in bad.stderr
+    assert tag.returncode == 1 and "--tag 'novalue' must be KEY=VALUE" in tag.stderr
+    out = tmp_path / "out"
+    r = cli("events", str(out))
+    assert r.returncode == 0 and "pothole" in r.stdout and "driver=ana" in r.stdout
+    assert "1/1 segments on disk" in r.stdout
+    (row,) = json.loads(cli("events", str(out), "--json").stdout)
+    assert row["name"] == "pothole" and row["tags"] == {"driver": "ana", "note": "big"}
+    assert row["existing"] == row["segments"] and len(row["segments"]) == 1
+    seg = out / row["segments"][0]
+    assert "pothole" in cli("events", str(seg)).stdout  # a file alone: its event stream
+    r = cli("events", str(tmp_path / "nope"))
+    assert r.returncode == 1 and "no such file or directory" in r.stderr
