@@ -58,6 +58,7 @@ __all__ = [
     "event_windows",
     "EventRow",
     "list_events",
+    "events_of_files",
 ]
 
 EVENT_STREAM_ID: Final = 0xFFFF
@@ -450,3 +451,22 @@ def list_events(path: str | os.PathLike[str], name: str | None = None) -> list[E
     rows = [r for r in rows if name is None or r.event.name == name]
     rows.sort(key=lambda r: r.event.t_ns)
     return rows
+
+
+def events_of_files(paths: Iterable[str | os.PathLike[str]]) -> list[Event]:
+    """Every event of these files' event streams and of their directories' event logs, by time.
+
+    An event found in both (or in several files) counts once; the log also
+    knows events whose own segment was deleted.
+    """
+    seen: dict[tuple[int, str], Event] = {}
+    dirs: set[Path] = set()
+    for path in paths:
+        p = Path(path)
+        dirs.add(p.parent)
+        for ev in read_file_events(p):
+            seen.setdefault((ev.t_ns, ev.name), ev)
+    for d in sorted(dirs):
+        for ev in read_event_log(d).events:
+            seen.setdefault((ev.t_ns, ev.name), ev)
+    return sorted(seen.values(), key=lambda e: e.t_ns)

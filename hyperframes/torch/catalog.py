@@ -12,7 +12,7 @@ import glob
 import logging
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
@@ -230,3 +230,27 @@ def _clock_checks(
                 )
             )
     return out
+
+
+def select_spans(catalog: Catalog, spans: Sequence[tuple[int, int]]) -> Catalog:
+    """The windows of ``catalog`` that share some time with a ``[start_ns, end_ns]`` of ``spans``.
+
+    Window ``k`` covers ``(k * L, (k + 1) * L]``; one that only touches a span
+    at its edge is not selected. Files left without a window
+    stay in the catalog with none (so file numbers do not move).
+    """
+    ordered = sorted(spans)
+    lo = np.array([a for a, _ in ordered], np.int64)
+    hi = np.array([b for _, b in ordered], np.int64)
+    files = []
+    for f in catalog.files:
+        start = f.window_ids * catalog.window_ns
+        end = start + catalog.window_ns
+        # the last span starting before the window's end: does any up to it reach past its start?
+        i = np.searchsorted(lo, end, "left") - 1
+        reach = np.maximum.accumulate(hi) if len(hi) else hi
+        keep = (i >= 0) & (reach[np.clip(i, 0, None)] > start) if len(hi) else np.zeros(
+            len(start), bool)  # fmt: skip
+        files.append(replace(f, window_ids=f.window_ids[keep]))
+    offsets = np.concatenate([[0], np.cumsum([len(f.window_ids) for f in files])]).astype(np.int64)
+    return replace(catalog, files=tuple(files), offsets=offsets)

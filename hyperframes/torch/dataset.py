@@ -34,7 +34,7 @@ from hyperframes.sync import ClockCheck
 from hyperframes.torch._load import DecodeMode, load_steps, plan_step
 from hyperframes.torch._state import WorkerState
 from hyperframes.torch.cache import CacheStats
-from hyperframes.torch.catalog import Align, Catalog, PathsLike, build_catalog
+from hyperframes.torch.catalog import Align, Catalog, PathsLike, build_catalog, select_spans
 
 __all__ = ["Sample", "HyperframeDataset", "SequenceDataset"]
 
@@ -137,6 +137,9 @@ class HyperframeDataset(_Base):
     tolerance and ``is_pad`` masks). ``cache_mb`` sizes the per-worker LRU of
     decoded images (0: none). ``decode_threads`` defaults to one per H.265
     camera (cpu mode). ``transform`` runs on each sample in the worker.
+    ``around`` keeps only the windows around events of that name (from the
+    files' event streams and their directories' event logs), ``pre_s``
+    before and ``post_s`` after each (default: the event's own).
     """
 
     def __init__(
@@ -151,6 +154,9 @@ class HyperframeDataset(_Base):
         max_open_files: int = 64,
         verify: bool = True,
         transform: Callable[[Sample], Sample] | None = None,
+        around: str | None = None,
+        pre_s: float | None = None,
+        post_s: float | None = None,
     ) -> None:
         super().__init__(
             paths,
@@ -163,6 +169,29 @@ class HyperframeDataset(_Base):
             verify=verify,
             transform=transform,
         )
+
+        if around is not None:
+            self._select_around(around, pre_s, post_s)
+        elif pre_s is not None or post_s is not None:
+            raise ValueError("pre_s and post_s go with around= (an event name)")
+
+    def _select_around(self, name: str, pre_s: float | None, post_s: float | None) -> None:
+        from hyperframes.events import event_windows, events_of_files  # noqa: PLC0415
+
+        for key, val in (("pre_s", pre_s), ("post_s", post_s)):
+            if val is not None and not val >= 0:
+                raise ValueError(f"{key} must be >= 0 seconds, got {val}")
+        events = events_of_files(self.paths)
+        spans = event_windows(events, name, pre_s, post_s)
+        if not spans:
+            names = sorted({e.name for e in events})
+            raise ValueError(
+                f"no event named {name!r} in these files"
+                + (f" (events: {', '.join(names)})" if names else " (they hold no events)")
+            )
+        self.catalog = select_spans(self.catalog, spans)
+        self.event_spans = spans
+        """The ``(start_ns, end_ns)`` spans selected around the events."""
 
     def __len__(self) -> int:
         return len(self.catalog)

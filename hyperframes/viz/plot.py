@@ -22,11 +22,12 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from hyperframes._io import atomic_output
+from hyperframes.events import events_of_files
 from hyperframes.reader import HyperframeReader
 from hyperframes.viz.errors import MissingExtraError
 from hyperframes.viz.facts import facts_from_reader, merge_facts
 from hyperframes.viz.timearg import parse_range
-from hyperframes.viz.timeline import SyncPanel, Timeline, build_timeline
+from hyperframes.viz.timeline import EventMark, SyncPanel, Timeline, build_timeline
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -55,6 +56,8 @@ COLOURS = {
     "dropped": "#d62728",
     "quarantined": "#e377c2",
     "other": "#17becf",
+    "event": "#bcbd22",
+    "event_mark": "#d62728",
 }
 _HALF = 0.36  # half the height of a lane's band
 
@@ -141,6 +144,7 @@ def _draw_lanes(ax: Axes, tl: Timeline) -> None:
         x = float(_s(tl, t))
         ax.axvline(x, color="black", lw=1.2, ls="--", zorder=7)
         ax.text(x, n - 0.35, f" file {k + 2}", fontsize=7, va="bottom", ha="left")
+    _draw_marks(ax, tl, n)
     ax.set_yticks(range(n))
     ax.set_yticklabels(
         [
@@ -154,6 +158,18 @@ def _draw_lanes(ax: Axes, tl: Timeline) -> None:
     ax.set_xlabel("seconds from the recording start")
 
 
+def _draw_marks(ax: Axes, tl: Timeline, n: int) -> None:
+    """Events: a line at their time, their name on top, the span they keep shaded."""
+    for m in tl.marks:
+        x = float(_s(tl, m.t_ns))
+        colour = COLOURS["quarantined"] if m.quarantined else COLOURS["event_mark"]
+        ax.axvspan(float(_s(tl, m.start_ns)), float(_s(tl, m.end_ns)), color=colour,
+                   alpha=0.08, lw=0, zorder=0)  # fmt: skip
+        ax.axvline(x, color=colour, lw=1.2, ls="--", zorder=7)
+        ax.text(x, n - 0.45, m.name, color=colour, fontsize=7, rotation=90, ha="right",
+                va="top", zorder=8)  # fmt: skip
+
+
 def legend_labels(tl: Timeline) -> list[str]:
     """The markers the timeline draws, in legend order (only those that occur)."""
     lanes = tl.lanes
@@ -165,6 +181,7 @@ def legend_labels(tl: Timeline) -> list[str]:
         "late": any(len(lane.late) for lane in lanes),
         "dropped": any(lane.dropped for lane in lanes),
         "quarantined": any(len(lane.quarantined) for lane in lanes),
+        "event": bool(tl.marks),
     }
     return [label for label, seen in occurs.items() if seen]
 
@@ -182,6 +199,7 @@ def _legend(ax: Axes, tl: Timeline) -> None:
         "dropped": Line2D([], [], marker="^", ls="", color=COLOURS["dropped"], label="dropped"),
         "quarantined": Line2D([], [], marker="x", ls="", color=COLOURS["quarantined"],
                               label="quarantined"),
+        "event": Line2D([], [], ls="--", color=COLOURS["event_mark"], label="event"),
     }  # fmt: skip
     labels = legend_labels(tl)
     if not labels:
@@ -340,7 +358,11 @@ def plot_files(
             facts.stream(sync_ref)
             others = [n for n in streams if n != sync_ref] if streams else None
             panels, note = sync_panels(readers, sync_ref, others=others, start_ns=lo, end_ns=hi)
-    tl = build_timeline(facts, streams=streams, start_ns=lo, end_ns=hi, sync=panels)
+    marks = [
+        EventMark(e.t_ns, e.name, e.start_ns, e.end_ns, e.quarantined)
+        for e in events_of_files(files)
+    ]
+    tl = build_timeline(facts, streams=streams, start_ns=lo, end_ns=hi, sync=panels, marks=marks)
     if note:
         tl = dataclasses.replace(tl, notes=(*tl.notes, note))
     fig = draw_timeline(tl)

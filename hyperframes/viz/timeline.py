@@ -27,6 +27,7 @@ __all__ = [
     "Lane",
     "SyncPanel",
     "Timeline",
+    "EventMark",
     "build_timeline",
 ]
 
@@ -83,6 +84,17 @@ class SyncPanel:
 
 
 @dataclass(frozen=True, slots=True)
+class EventMark:
+    """An event on the timeline: its time, name, and the span it keeps (``pre_s``/``post_s``)."""
+
+    t_ns: int
+    name: str
+    start_ns: int
+    end_ns: int
+    quarantined: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class Timeline:
     """Everything a timeline figure shows."""
 
@@ -100,6 +112,7 @@ class Timeline:
     sync: tuple[SyncPanel, ...] = field(default=())
     notes: tuple[str, ...] = field(default=())
     segment_starts: tuple[int, ...] = field(default=())  # in view: where each later file begins
+    marks: tuple[EventMark, ...] = field(default=())
 
 
 def _clip(spans: Sequence[ev.Span], lo: int, hi: int) -> tuple[ev.Span, ...]:
@@ -159,11 +172,13 @@ def build_timeline(
     end_ns: int | None = None,
     max_ticks: int = MAX_TICKS,
     sync: Sequence[SyncPanel] = (),
+    marks: Sequence[EventMark] = (),
 ) -> Timeline:
     """The timeline of ``facts`` for the chosen ``streams`` (default all) and time range.
 
     Raises :class:`EmptyRangeError` when the range is empty or holds no
     frame of the chosen streams, KeyError for an unknown stream name.
+    ``marks`` (events) are kept where their time is in view.
     """
     chosen = [facts.stream(n) for n in streams] if streams else list(facts.streams)
     lo = facts.start_ns if start_ns is None else start_ns
@@ -209,4 +224,5 @@ def build_timeline(
         sync=tuple(sync),
         notes=tuple(notes),
         segment_starts=tuple(t for t in facts.segment_starts if lo <= t <= hi),
+        marks=tuple(m for m in marks if lo <= m.t_ns <= hi),
     )
