@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -45,17 +46,6 @@ class ThresholdRule:
     for_ns: int = 0
     pre_s: float = 0.0
     post_s: float = 0.0
-
-    def holds(self, values: np.ndarray) -> tuple[bool, float]:
-        """Whether every value satisfies the condition, and the worst (closest) one."""
-        if values.size == 0:
-            return False, float("nan")
-        if self.below is not None:
-            worst = float(values.max())
-            return worst < self.below, worst
-        assert self.above is not None
-        worst = float(values.min())
-        return worst > self.above, worst
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +94,7 @@ class RuleEngine:
             self._stale_by_stream.setdefault(r.stream_id, []).append(seen)
         self.watched = frozenset(self.thresholds) | frozenset(self._stale_by_stream)
         """Stream ids whose frames the engine needs to see."""
+        self._layouts: dict[int, tuple[np.dtype[Any], int]] = {}
         self.unreadable = 0
         """Frames of a threshold stream whose payload did not fit its dtype and shape."""
 
@@ -115,18 +106,28 @@ class RuleEngine:
         if not rules:
             return []
         info = self._streams[stream_id]
+        dtype, width = self._layout(info)
         try:
-            arr = np.frombuffer(payload, dtype=info.dtype)
-            width = info.shape[-1] if info.shape else 1
-            rows = arr.reshape(-1, width)
+            rows = np.frombuffer(payload, dtype=dtype).reshape(-1, width)
         except (ValueError, TypeError):
             self.unreadable += 1
             return []
+        if rows.shape[0] == 1:  # the usual IMU frame: one sample, no reductions
+            hi = lo = rows[0].tolist()
+        elif rows.shape[0] == 0:
+            return []
+        else:
+            hi, lo = rows.max(axis=0).tolist(), rows.min(axis=0).tolist()
         out: list[Event] = []
         for rule, run in rules:
-            if rule.field >= rows.shape[1]:
+            if rule.field >= width:
                 continue
-            ok, worst = rule.holds(rows[:, rule.field])
+            if rule.below is not None:
+                worst = hi[rule.field]
+                ok = worst < rule.below
+            else:
+                worst = lo[rule.field]
+                ok = rule.above is not None and worst > rule.above
             if not ok:
                 run.start_ns, run.fired = None, False
                 continue
@@ -144,6 +145,13 @@ class RuleEngine:
                     source="rule", clock=str(info.timestamp_source),
                 ))  # fmt: skip
         return out
+
+    def _layout(self, info: StreamInfo) -> tuple[np.dtype[Any], int]:
+        got = self._layouts.get(info.id)
+        if got is None:
+            got = self._layouts[info.id] = (np.dtype(info.dtype), info.shape[-1] if info.shape
+                                            else 1)  # fmt: skip
+        return got
 
     def tick(self, host_ns: int, sensor_now_ns: int) -> list[Event]:
         """Stale rules at host time ``host_ns``; ``sensor_now_ns`` estimates sensor time now."""
