@@ -617,6 +617,13 @@ def _summary(cfg: VehicleConfig) -> Iterator[str]:
         f"OK {cfg.source}: vehicle {cfg.vehicle_id}, {len(cfg.streams)} streams, "
         f"window {cfg.window_ms:g} ms, segments of {' or '.join(seg)}, output {cfg.output_dir}"
     )
+    ev = cfg.events
+    yield (
+        f"  events: topic {ev.topic!r}, keep -{ev.pre_s:g} s/+{ev.post_s:g} s"
+        f"{f' ({len(ev.names)} names)' if ev.names else ''}, {len(ev.rules)} rules, "
+        f"control {ev.control_socket}, retention {cfg.disk.retention}"
+        + (f" (buffer {cfg.disk.buffer_s:g} s)" if cfg.disk.retention == "events" else "")
+    )
     for z in cfg.zmq:
         how = "bind" if z.bind else "connect"
         curve = f", curve (clients in {z.curve.clients})" if z.curve else ""
