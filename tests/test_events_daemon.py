@@ -7,6 +7,8 @@ else on the data directory with a disk floor above its free space.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import io
 import json
 import os
 import subprocess
@@ -20,14 +22,17 @@ import pytest
 import yaml
 import zmq
 
+from hyperframes.cli import main
 from hyperframes.events import (
     EVENT_STREAM_ID,
     EVENT_STREAM_NAME,
+    Event,
     read_event_log,
     read_file_events,
 )
 from hyperframes.layout import FrameFlags
 from hyperframes.reader import HyperframeReader
+from hyperframes.verify import verify_file
 from recorder.config import parse_config
 from recorder.control import NoRecorderError, request
 from recorder.daemon import Recorder
@@ -48,8 +53,16 @@ def ev_config(tmp: Path, **over: Any) -> dict[str, Any]:
     return d
 
 
+async def endpoint(rec: Recorder) -> str:
+    """The recorder's ZMQ endpoint, once it is ready."""
+    await rec.ready.wait()
+    ep = rec.endpoints["default"]
+    assert ep is not None
+    return ep
+
+
 def publish(
-    endpoint: str,
+    ep: str,
     frames: list[tuple[str, int, bytes]],
     events: list[tuple[int, str, dict[str, Any]]] = (),
 ) -> None:  # type: ignore[assignment]
@@ -57,7 +70,7 @@ def publish(
     items: list[tuple[int, int, Any]] = [(ts, 0, (topic, p)) for topic, ts, p in frames]
     items += [(ts, 1, (name, kw)) for ts, name, kw in events]
     items.sort(key=lambda x: (x[0], x[1]))
-    with ZmqPublisher(endpoint, send_timeout_ms=10_000) as pub:
+    with ZmqPublisher(ep, send_timeout_ms=10_000) as pub:
         for ts, kind, item in items:
             if kind == 0:
                 pub.send(item[0], ts, item[1])
@@ -86,9 +99,7 @@ def test_zmq_events_land_in_their_segment_and_the_log(tmp_path: Path) -> None:
 
     async def main() -> Recorder:
         async with Recorder(cfg) as rec:
-            await rec.ready.wait()
-            ep = rec.endpoints["default"]
-            assert ep is not None
+            ep = await endpoint(rec)
             await asyncio.to_thread(publish, ep, frames, events)
             await wait_for(lambda: rec.stats.frames == len(frames) and rec.stats.events.total == 2)
         return rec
@@ -146,9 +157,7 @@ def test_malformed_events_are_counted_and_recording_continues(tmp_path: Path) ->
 
     async def main() -> Recorder:
         async with Recorder(cfg) as rec:
-            await rec.ready.wait()
-            ep = rec.endpoints["default"]
-            assert ep is not None
+            ep = await endpoint(rec)
             await asyncio.to_thread(send, ep)
             await wait_for(lambda: rec.stats.frames == len(frames) and rec.stats.events.total)
         return rec
@@ -166,9 +175,7 @@ def test_an_event_far_from_the_sensor_clock_is_quarantined_but_logged(tmp_path: 
 
     async def main() -> Recorder:
         async with Recorder(cfg) as rec:
-            await rec.ready.wait()
-            ep = rec.endpoints["default"]
-            assert ep is not None
+            ep = await endpoint(rec)
             await asyncio.to_thread(publish, ep, frames[: len(frames) // 2])
             await wait_for(
                 lambda: rec.engine.clock is not None and rec.engine.clock.anchor_ns is not None
@@ -318,9 +325,7 @@ def test_rules_threshold_held_and_stale_stream(tmp_path: Path) -> None:
 
     async def main() -> Recorder:
         async with Recorder(cfg) as rec:
-            await rec.ready.wait()
-            ep = rec.endpoints["default"]
-            assert ep is not None
+            ep = await endpoint(rec)
             await asyncio.to_thread(publish, ep, frames)
             await wait_for(lambda: rec.stats.events.total == 2, timeout=10)
         return rec
@@ -335,8 +340,11 @@ def test_rules_threshold_held_and_stale_stream(tmp_path: Path) -> None:
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "hyperframes.cli", *args],
-                          capture_output=True, text=True, check=False)  # fmt: skip
+    """``hyperframes ARGS`` in this process (stdout and stderr captured)."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        rc = main(list(args))
+    return subprocess.CompletedProcess(args, rc, out.getvalue(), err.getvalue())
 
 
 def test_mark_and_events_commands(tmp_path: Path) -> None:
@@ -344,7 +352,8 @@ def test_mark_and_events_commands(tmp_path: Path) -> None:
     conf = tmp_path / "car.yaml"
     conf.write_text(yaml.safe_dump(d))
     cfg = parse_config(d)
-    r = cli("mark", "--config", str(conf), "bookmark")
+    r = subprocess.run([sys.executable, "-m", "hyperframes.cli", "mark", "--config", str(conf),
+                        "bookmark"], capture_output=True, text=True, check=False)  # fmt: skip
     assert r.returncode == 1 and "no recorder is running on" in r.stderr, r.stderr
     assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
     now = time.time_ns()
@@ -352,9 +361,7 @@ def test_mark_and_events_commands(tmp_path: Path) -> None:
 
     async def main() -> list[subprocess.CompletedProcess[str]]:
         async with Recorder(cfg) as rec:
-            await rec.ready.wait()
-            ep = rec.endpoints["default"]
-            assert ep is not None
+            ep = await endpoint(rec)
             await asyncio.to_thread(publish, ep, frames[:100])
             runs = [await asyncio.to_thread(cli, "mark", "--config", str(conf), *a) for a in (
                 ("pothole", "--pre", "2", "--post", "1", "--tag", "driver=ana", "--note", "big"),
@@ -383,3 +390,28 @@ def test_mark_and_events_commands(tmp_path: Path) -> None:
     assert "pothole" in cli("events", str(seg)).stdout  # a file alone: its event stream
     r = cli("events", str(tmp_path / "nope"))
     assert r.returncode == 1 and "no such file or directory" in r.stderr
+
+
+def test_late_events_and_events_after_the_last_window(tmp_path: Path) -> None:
+    cfg = parse_config(ev_config(tmp_path))
+    frames = traffic(2.0, ("imu", "lidar"))
+
+    async def main() -> Recorder:
+        async with Recorder(cfg) as rec:
+            ep = await endpoint(rec)
+            await asyncio.to_thread(publish, ep, frames)
+            await wait_for(lambda: rec.stats.frames == len(frames))
+            await wait_for(lambda: rec.stats.windows_closed >= 35)  # [0, 1.75 s] written
+            late = [(T0 + 300 * MS, "late_one", {}), (T0 + 2500 * MS, "after_the_end", {})]
+            await asyncio.to_thread(publish, ep, [], late)
+            await wait_for(lambda: rec.stats.events.total == 2)
+        return rec
+
+    run(main())
+    (seg,) = list_segments(tmp_path / "out", "testcar")
+    assert verify_file(seg).ok
+    with HyperframeReader(seg) as r:
+        got = {Event.from_json(f.tobytes()).name: f for f in r.frames(EVENT_STREAM_ID)}
+    assert got["late_one"].late and got["late_one"].timestamp_ns == T0 + 300 * MS
+    assert not got["after_the_end"].late  # written in its own window before finalize
+    assert got["after_the_end"].timestamp_ns == T0 + 2500 * MS

@@ -31,7 +31,7 @@ from recorder.segments import list_segments, parse_segment_name
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_daemon import MS, T0, config_dict, free_port, run, wait_for
-from test_events_daemon import publish
+from test_events_daemon import endpoint, publish
 
 S = 1_000_000_000
 
@@ -88,9 +88,7 @@ def test_a_filling_disk_deletes_unprotected_segments_first(
 
     async def main() -> Recorder:
         async with Recorder(cfg) as rec:
-            await rec.ready.wait()
-            ep = rec.endpoints["default"]
-            assert ep is not None
+            ep = await endpoint(rec)
             await asyncio.to_thread(publish, ep, frames, events)
             await wait_for(lambda: rec.stats.frames == len(frames), timeout=30)
         return rec
@@ -118,9 +116,7 @@ def test_a_filling_disk_deletes_unprotected_segments_first(
 
     async def main2() -> Recorder:
         async with Recorder(cfg2) as rec:
-            await rec.ready.wait()
-            ep = rec.endpoints["default"]
-            assert ep is not None
+            ep = await endpoint(rec)
             await asyncio.to_thread(publish, ep, frames, events2)
             await wait_for(lambda: rec.stats.frames == len(frames), timeout=30)
         return rec
@@ -144,9 +140,7 @@ def test_snapshot_mode_keeps_only_event_windows_and_the_buffer(tmp_path: Path) -
 
     async def main() -> Recorder:
         async with Recorder(cfg) as rec:
-            await rec.ready.wait()
-            ep = rec.endpoints["default"]
-            assert ep is not None
+            ep = await endpoint(rec)
             await asyncio.to_thread(publish, ep, frames, events)
             await wait_for(lambda: rec.stats.frames == len(frames), timeout=30)
         return rec
