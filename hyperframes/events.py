@@ -25,6 +25,7 @@ Everything here is pure apart from :func:`read_event_log` and
 from __future__ import annotations
 
 import bisect
+import itertools
 import json
 import math
 import os
@@ -303,13 +304,15 @@ def protection(events: Iterable[Event], spans: Iterable[SegmentSpan]) -> dict[st
     """Segment name -> the events that protect it (only protected segments are keys)."""
     span_list = sorted(spans, key=lambda s: s.start_ns)
     starts = [s.start_ns for s in span_list]
+    reach = list(itertools.accumulate((s.end_ns for s in span_list), max))  # non-decreasing
     out: dict[str, list[Event]] = {}
     for ev in events:
         if ev.quarantined:
             continue
         lo, hi = ev.start_ns, ev.end_ns
+        first = bisect.bisect_left(reach, lo)  # spans before it all end before lo
         stop = bisect.bisect_right(starts, hi)
-        for s in span_list[:stop]:
+        for s in span_list[first:stop]:
             if s.end_ns >= lo:
                 out.setdefault(s.name, []).append(ev)
     return out
