@@ -182,6 +182,7 @@ def _start(conf: Path, tmp: Path) -> subprocess.Popen[bytes]:
     return proc
 
 
+@pytest.mark.slow
 def test_kill_9_inside_a_post_window_is_honoured_after_restart(tmp_path: Path) -> None:
     out = tmp_path / "out"
     port = free_port()
