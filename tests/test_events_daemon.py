@@ -354,7 +354,7 @@ def test_mark_and_events_commands(tmp_path: Path) -> None:
     cfg = parse_config(d)
     r = subprocess.run([sys.executable, "-m", "hyperframes.cli", "mark", "--config", str(conf),
                         "bookmark"], capture_output=True, text=True, check=False)  # fmt: skip
-    assert r.returncode == 1 and "no recorder is running on" in r.stderr, r.stderr
+    assert r.returncode == 2 and "no recorder is running on" in r.stderr, r.stderr
     assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
     now = time.time_ns()
     frames = traffic(1.0, ("imu",), start=now)
@@ -376,9 +376,9 @@ def test_mark_and_events_commands(tmp_path: Path) -> None:
     ok, neg, bad, tag = run(main())
     assert ok.returncode == 0 and "marked pothole on testcar" in ok.stdout, ok.stderr
     assert "keeps 2 s before and 1 s after" in ok.stdout
-    assert neg.returncode == 1 and "pre_s must be between 0 and 86400 s, got -1" in neg.stderr
-    assert bad.returncode == 1 and "name 'bad name' must be" in bad.stderr
-    assert tag.returncode == 1 and "--tag 'novalue' must be KEY=VALUE" in tag.stderr
+    assert neg.returncode == 2 and "pre_s must be between 0 and 86400 s, got -1" in neg.stderr
+    assert bad.returncode == 2 and "name 'bad name' must be" in bad.stderr
+    assert tag.returncode == 2 and "--tag 'novalue' must be KEY=VALUE" in tag.stderr
     out = tmp_path / "out"
     r = cli("events", str(out))
     assert r.returncode == 0 and "pothole" in r.stdout and "driver=ana" in r.stdout
@@ -389,7 +389,7 @@ def test_mark_and_events_commands(tmp_path: Path) -> None:
     seg = out / row["segments"][0]
     assert "pothole" in cli("events", str(seg)).stdout  # a file alone: its event stream
     r = cli("events", str(tmp_path / "nope"))
-    assert r.returncode == 1 and "no such file or directory" in r.stderr
+    assert r.returncode == 2 and "no such file or directory" in r.stderr
 
 
 def test_late_events_and_events_after_the_last_window(tmp_path: Path) -> None:
@@ -404,7 +404,10 @@ def test_late_events_and_events_after_the_last_window(tmp_path: Path) -> None:
             await wait_for(lambda: rec.stats.windows_closed >= 35)  # [0, 1.75 s] written
             late = [(T0 + 300 * MS, "late_one", {}), (T0 + 2500 * MS, "after_the_end", {})]
             await asyncio.to_thread(publish, ep, [], late)
-            await wait_for(lambda: rec.stats.events.total == 2)
+            try:
+                await wait_for(lambda: rec.stats.events.total == 2)
+            except AssertionError:
+                raise AssertionError(repr(rec.stats.events)) from None
         return rec
 
     run(main())
