@@ -12,6 +12,10 @@ Encoded layouts (docs/FORMAT.md):
   alone, behind a table of their sizes (:mod:`hyperframes._payload_blocks`),
   so that several threads can decode one large frame. Stream specs still say
   ``lz4``/``lz4hc``/``zstd``: the split is the writer's choice per frame.
+- ``blosc2-lz4``/``blosc2-zstd`` (id 5): the same block table, each block one
+  Blosc2 chunk (LZ4 or ZSTD inside, the byte shuffle of ``shuffle`` inside it,
+  in SIMD): :mod:`hyperframes._blosc2`. Written for new files only; every
+  frame of the older codecs keeps reading.
 
 Byte shuffle (flag ``SHUFFLED``) regroups the bytes of fixed-size items (the
 first bytes of every float, then the second...) before compression; it makes
@@ -37,6 +41,7 @@ import lz4.block
 import numpy as np
 import zstandard
 
+from hyperframes import _blosc2
 from hyperframes import _payload_blocks as blocks
 from hyperframes._crc import BytesLike
 from hyperframes._io import aligned_empty
@@ -56,7 +61,9 @@ __all__ = [
     "CODEC_ZSTD",
     "CODEC_LZ4_BLOCKS",
     "CODEC_ZSTD_BLOCKS",
+    "CODEC_BLOSC2",
     "CODEC_NAMES",
+    "DEFAULT_ARRAY_CODEC",
     "BLOCK_SIZE",
     "MIN_BLOCK_SIZE",
     "MAX_BLOCK_SIZE",
@@ -79,13 +86,18 @@ CODEC_LZ4: Final = 1
 CODEC_ZSTD: Final = 2
 CODEC_LZ4_BLOCKS: Final = 3
 CODEC_ZSTD_BLOCKS: Final = 4
+CODEC_BLOSC2: Final = 5
 CODEC_NAMES: Final = {
     CODEC_NONE: "none",
     CODEC_LZ4: "lz4",
     CODEC_ZSTD: "zstd",
     CODEC_LZ4_BLOCKS: "lz4 (blocks)",
     CODEC_ZSTD_BLOCKS: "zstd (blocks)",
+    CODEC_BLOSC2: "blosc2",
 }
+#: The writer's codec for array streams (byte shuffle on for items wider than a byte):
+#: bench/README.md, "Codecs", for the sizes, write and read costs that chose it.
+DEFAULT_ARRAY_CODEC: Final = "blosc2-lz4"
 _BLOCKED: Final = {CODEC_LZ4: CODEC_LZ4_BLOCKS, CODEC_ZSTD: CODEC_ZSTD_BLOCKS}
 
 # name -> (codec id, default level, allowed level range)
@@ -94,6 +106,8 @@ _SPECS: Final[dict[str, tuple[int, int, tuple[int, int]]]] = {
     "lz4": (CODEC_LZ4, 0, (0, 0)),
     "lz4hc": (CODEC_LZ4, 3, (1, 12)),
     "zstd": (CODEC_ZSTD, 3, (1, 22)),
+    "blosc2-lz4": (CODEC_BLOSC2, _blosc2.DEFAULT_LEVEL, (1, 9)),
+    "blosc2-zstd": (CODEC_BLOSC2, 3, (1, 9)),
 }
 _LZ4_SIZE = struct.Struct("<I")
 MAX_RATIO: Final = 255  # an LZ4 sequence emits at most ~255 bytes per input byte
@@ -152,8 +166,11 @@ class CodecSpec:
         return _SPECS[self.name][0]
 
     def __str__(self) -> str:
-        text = f"{self.name}:{self.level}" if self.name in ("lz4hc", "zstd") else self.name
+        text = f"{self.name}:{self.level}" if self.name in _LEVELLED else self.name
         return text + ("+shuffle" if self.shuffle else "")
+
+
+_LEVELLED: Final = frozenset({"lz4hc", "zstd", "blosc2-lz4", "blosc2-zstd"})
 
 
 def codec_of(flags: int) -> int:
@@ -302,6 +319,15 @@ def encode_frame(
     raw = memoryview(payload).cast("B")
     if spec.codec_id == CODEC_NONE:
         return raw, 0
+    if spec.codec_id == CODEC_BLOSC2:
+        if block_size and 0 < raw.nbytes <= MAX_BLOCK_SIZE and _blosc2.available():
+            chunks = _blosc2_blocks(raw, spec, itemsize, block_size)
+            if chunks is not None and len(chunks) < raw.nbytes:
+                return chunks, CODEC_BLOSC2 << CODEC_SHIFT
+            if chunks is not None:
+                return raw, 0
+        # no blosc2 here, or frames stored whole for older readers, or beyond 255:1
+        spec = CodecSpec("zstd" if spec.name == "blosc2-zstd" else "lz4", None, spec.shuffle)
     shuffled = spec.shuffle and itemsize > 1
     data = shuffle(raw, itemsize) if shuffled else raw
     out: BytesLike | None = None
@@ -354,6 +380,21 @@ def _compress_blocks(data: memoryview, spec: CodecSpec, block_size: int) -> byte
         out = _compress(part, spec, store_size=False)
         if part.nbytes > max_decoded_size(len(out)):
             return None  # ZSTD beyond 255:1; the whole-frame path falls back to LZ4
+        parts.append(out)
+    return blocks.pack(parts, data.nbytes, block_size)
+
+
+def _blosc2_blocks(
+    data: memoryview, spec: CodecSpec, itemsize: int, block_size: int
+) -> bytes | None:
+    """``data`` in blocks of one Blosc2 chunk each, or None if a block breaks the ratio limit."""
+    zstd = spec.name == "blosc2-zstd"
+    parts = []
+    for lo in range(0, data.nbytes, block_size):
+        part = data[lo : lo + block_size]
+        out = _blosc2.compress(part, zstd, spec.level or 1, itemsize if spec.shuffle else 1)
+        if part.nbytes > max_decoded_size(len(out)) or _blosc2.header_problem(out, part.nbytes):
+            return None  # beyond 255:1, or a run c-blosc2 stored as a special value
         parts.append(out)
     return blocks.pack(parts, data.nbytes, block_size)
 
@@ -457,13 +498,17 @@ def decode_aligned(
         if first is not None:
             first()
         return unshuffle(stored, itemsize) if shuffled else _copy_aligned(stored)
+    if codec == CODEC_BLOSC2 and shuffled:
+        if first is not None:
+            first()
+        raise CodecError("blosc2 payload flagged SHUFFLED (its shuffle is inside its chunks)")
     src = memoryview(stored).cast("B")
     table: blocks.BlockTable | None = None
     try:
         if codec in _BLOCK_CODECS:
             table = _block_table(src, codec, max_size)
             raw_size, count = table.raw_size, table.count
-            base = CODEC_LZ4 if codec == CODEC_LZ4_BLOCKS else CODEC_ZSTD
+            base = _BLOCK_BASE[codec]
         else:
             raw_size, count, base = decoded_size(src, flags, max_size), 1, codec
     except CodecError:
@@ -537,6 +582,12 @@ def _decode_into(src: memoryview, codec: int, out: np.ndarray, whole: bool) -> N
     ``whole``: ``src`` is a whole-frame payload (LZ4 with its u32 size prefix).
     """
     size = out.size
+    if codec == CODEC_BLOSC2:
+        try:
+            _blosc2.decompress_into(src, out)
+        except _blosc2.Blosc2Error as exc:
+            raise CodecError(str(exc)) from None
+        return
     if codec == CODEC_LZ4:
         skip = _LZ4_SIZE.size if whole else 0
         if _lz4_into is not None and max(src.nbytes, size) <= _INT_MAX:
@@ -563,7 +614,12 @@ def _decode_into(src: memoryview, codec: int, out: np.ndarray, whole: bool) -> N
     out[:] = np.frombuffer(data, dtype=np.uint8)
 
 
-_BLOCK_CODECS: Final = frozenset({CODEC_LZ4_BLOCKS, CODEC_ZSTD_BLOCKS})
+_BLOCK_CODECS: Final = frozenset({CODEC_LZ4_BLOCKS, CODEC_ZSTD_BLOCKS, CODEC_BLOSC2})
+_BLOCK_BASE: Final = {
+    CODEC_LZ4_BLOCKS: CODEC_LZ4,
+    CODEC_ZSTD_BLOCKS: CODEC_ZSTD,
+    CODEC_BLOSC2: CODEC_BLOSC2,
+}
 _DECODE_BITS = CODEC_MASK | int(FrameFlags.SHUFFLED)
 
 

@@ -56,6 +56,7 @@ class HeaderFlags(IntFlag):
     USES_LZ4 = 1 << 8
     USES_ZSTD = 1 << 9
     USES_SHUFFLE = 1 << 10
+    USES_BLOSC2 = 1 << 11
     FINALIZED = 1 << 31
 
 

@@ -29,10 +29,12 @@ from hyperframes._io import copy_range, create_new, fsync_dir, rename_noreplace,
 from hyperframes._meta import Meta, encode_meta, window_ns_problem
 from hyperframes.codecs import (
     BLOCK_SIZE,
+    CODEC_BLOSC2,
     CODEC_LZ4,
     CODEC_LZ4_BLOCKS,
     CODEC_ZSTD,
     CODEC_ZSTD_BLOCKS,
+    DEFAULT_ARRAY_CODEC,
     CodecSpec,
     block_size_problem,
     encode_frame,
@@ -128,8 +130,10 @@ def default_codec(stream: StreamInfo) -> CodecSpec:
     """The codec a stream is written with: its own setting, or the encoding's policy.
 
     Pre-compressed encodings (JPEG, H.265...) are never compressed again;
-    array encodings default to LZ4 with byte shuffle (after the shuffle LZ4HC
-    gains under 2% for ~40x the CPU, see recorder/config.py); anything else to LZ4.
+    array encodings default to Blosc2 chunks of LZ4 with byte shuffle (codec
+    5: the size of LZ4 + our shuffle, written and read faster,
+    bench/bench_codecs.py; LZ4 + shuffle where python-blosc2 cannot be
+    imported); anything else to LZ4.
     """
     if stream.precompressed:
         if stream.codec not in (None, "none"):
@@ -141,7 +145,9 @@ def default_codec(stream: StreamInfo) -> CodecSpec:
         return CodecSpec("none")
     if stream.codec is not None:
         return CodecSpec(stream.codec, stream.level, stream.shuffle)
-    return CodecSpec("lz4", None, stream.dtype is not None and stream.itemsize > 1)
+    if stream.dtype is not None and stream.itemsize > 1:
+        return CodecSpec(DEFAULT_ARRAY_CODEC, None, True)
+    return CodecSpec("lz4")
 
 
 @dataclass(slots=True)
@@ -786,6 +792,8 @@ def _header_bits(flags: np.ndarray) -> int:
         bits |= HeaderFlags.USES_LZ4
     if codecs & {CODEC_ZSTD, CODEC_ZSTD_BLOCKS}:
         bits |= HeaderFlags.USES_ZSTD
+    if CODEC_BLOSC2 in codecs:
+        bits |= HeaderFlags.USES_BLOSC2
     if np.any(flags & FrameFlags.SHUFFLED):
         bits |= HeaderFlags.USES_SHUFFLE
     return int(bits)

@@ -24,7 +24,13 @@ import numpy as np
 
 from hyperframes import _yamlconf as v
 from hyperframes._yamlconf import Section as _Section
-from hyperframes.codecs import BLOCK_SIZE, MAX_BLOCK_SIZE, MIN_BLOCK_SIZE, CodecSpec
+from hyperframes.codecs import (
+    BLOCK_SIZE,
+    DEFAULT_ARRAY_CODEC,
+    MAX_BLOCK_SIZE,
+    MIN_BLOCK_SIZE,
+    CodecSpec,
+)
 from hyperframes.streams import (
     KNOWN_ENCODINGS,
     PRECOMPRESSED_ENCODINGS,
@@ -68,8 +74,11 @@ __all__ = [
 #: Every LZ4HC level costs 35-90% of a core for one 10 Hz lidar for under 2%
 #: smaller files, which breaks the "most of the box free at 1x" budget; after
 #: the shuffle, plain LZ4 gets nearly all of the gain. So ``auto`` is LZ4 and
-#: LZ4HC stays one line of config away (``codec: lz4hc:3``).
-DEFAULT_ARRAY_CODEC: Final = "lz4"
+#: LZ4HC stays one line of config away (``codec: lz4hc:3``). Since 0.3 ``auto``
+#: is ``blosc2-lz4`` (:data:`hyperframes.codecs.DEFAULT_ARRAY_CODEC`): the same
+#: LZ4 and byte shuffle inside Blosc2 chunks, the size of ``lz4`` + shuffle,
+#: written and read faster (bench/README.md, "Codecs"); ``codec: lz4`` writes
+#: what 0.2 readers read.
 _MB: Final = 1024 * 1024
 _VEHICLE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _ZMQ_ENDPOINT_RE = re.compile(r"^(tcp|ipc|inproc|pgm|epgm|ws|wss)://.+$")
@@ -401,7 +410,8 @@ def _codec(s: _Section, encoding: str, dtype: str | None) -> CodecSpec:
     except ValueError as exc:
         raise ConfigError(
             s.key("codec"),
-            f"{exc} (allowed: auto, none, lz4, lz4hc[:1-12], zstd[:1-22])",
+            f"{exc} (allowed: auto, none, lz4, lz4hc[:1-12], zstd[:1-22], blosc2-lz4[:1-9], "
+            "blosc2-zstd[:1-9])",
         ) from None
     if spec.shuffle and spec.name == "none":
         raise ConfigError(

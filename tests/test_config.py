@@ -63,14 +63,14 @@ def test_demo_config() -> None:
         ("default", "tcp://127.0.0.1:5555", "pull", True)
     ]
     assert c.codec_for(0) == CodecSpec("none")
-    assert c.codec_for(2) == CodecSpec("lz4", None, shuffle=True)
-    assert c.codec_for(3) == CodecSpec("lz4", None, shuffle=True)
+    assert c.codec_for(2) == CodecSpec("blosc2-lz4", None, shuffle=True)
+    assert c.codec_for(3) == CodecSpec("blosc2-lz4", None, shuffle=True)
     infos = c.stream_infos()
     assert infos[0].extra == {"width": 320, "height": 240}
     assert infos[2].dtype == "<f4" and infos[2].shape == (-1, 4)
     assert infos[2].extra == {"points": 10000}
     assert infos[3].rate_hz == 200.0 and infos[3].kind is SensorKind.IMU
-    assert (infos[2].codec, infos[2].level, infos[2].shuffle) == ("lz4", 0, True)
+    assert (infos[2].codec, infos[2].level, infos[2].shuffle) == ("blosc2-lz4", 5, True)
 
 
 def test_vehicle_example_config() -> None:

@@ -34,7 +34,7 @@ from hyperframes import (
     UnsupportedVersionError,
 )
 from hyperframes._crc import crc32c
-from hyperframes.codecs import CODEC_LZ4_BLOCKS, codec_of
+from hyperframes.codecs import CODEC_BLOSC2, CODEC_LZ4_BLOCKS, CodecSpec, codec_of
 from hyperframes.layout import HEADER_SIZE, Header
 from hyperframes.reader import HyperframeReader
 from hyperframes.recover import recover
@@ -143,11 +143,32 @@ def blocked(tmp_path_factory: pytest.TempPathFactory) -> bytes:
     from conftest import WINDOW_NS, lidar_sweep, small_frames, small_streams
 
     path = tmp_path_factory.mktemp("fuzz") / "b.hf"
-    with HyperframeWriter(path, small_streams(), WINDOW_NS, block_size=4096) as w:
+    lz4 = {1: CodecSpec("lz4", None, True)}
+    with HyperframeWriter(path, small_streams(), WINDOW_NS, block_size=4096, codecs=lz4) as w:
         for i, (sid, t, p) in enumerate(small_frames(0.3)):
             w.append(sid, t, lidar_sweep(i, 1500).tobytes() if sid == 1 else p)
     with HyperframeReader(path) as r:
         assert CODEC_LZ4_BLOCKS in {codec_of(int(f)) for f in r.index["flags"]}
+    return path.read_bytes()
+
+
+@pytest.fixture(scope="module")
+def blosc2_blocked(tmp_path_factory: pytest.TempPathFactory) -> bytes:
+    """A finalized file whose lidar frames are Blosc2 chunks of 4 KiB blocks (codec 5)."""
+    from hyperframes.writer import HyperframeWriter
+
+    from conftest import WINDOW_NS, lidar_sweep, small_frames, small_streams
+
+    path = tmp_path_factory.mktemp("fuzz") / "b2.hf"
+    spec = {1: CodecSpec("blosc2-lz4", 9, True)}
+    with HyperframeWriter(path, small_streams(), WINDOW_NS, block_size=4096, codecs=spec) as w:
+        for i, (sid, t, p) in enumerate(small_frames(0.3)):
+            sweep = np.round(lidar_sweep(i, 1500), 0)  # coarse: every 4 KiB chunk compresses
+            w.append(sid, t, sweep.tobytes() if sid == 1 else p)
+    with HyperframeReader(path) as r:
+        assert {codec_of(int(f)) for f in r.index["flags"][r.index["stream_id"] == 1]} == {
+            CODEC_BLOSC2
+        }
     return path.read_bytes()
 
 
@@ -254,11 +275,13 @@ def test_mutated_blocks_recover_to_files_that_verify(tmp_path: Path, crashed: by
 @_new_settings
 @given(st.data())
 def test_resealed_payload_edits_give_typed_errors(tmp_path: Path, sample: bytes, crashed: bytes,
-                                                  blocked: bytes, data: st.DataObject) -> None:
-    """Codec headers, block tables and payload bytes changed, CRCs resealed: only decoding
-    can tell."""
-    kind = data.draw(st.sampled_from(["final", "tmp", "blocked"]))
-    raw = bytearray({"final": sample, "tmp": crashed, "blocked": blocked}[kind])
+                                                  blocked: bytes, blosc2_blocked: bytes,
+                                                  data: st.DataObject) -> None:
+    """Codec headers, block tables, Blosc2 chunk headers and payload bytes changed, CRCs
+    resealed: only decoding can tell."""
+    kind = data.draw(st.sampled_from(["final", "tmp", "blocked", "blosc2"]))
+    bases = {"final": sample, "tmp": crashed, "blocked": blocked, "blosc2": blosc2_blocked}
+    raw = bytearray(bases[kind])
     h = header(raw)
     if kind != "tmp":
         e = h.index_offset + 32 * data.draw(st.integers(0, h.frame_count - 1))
@@ -267,8 +290,12 @@ def test_resealed_payload_edits_give_typed_errors(tmp_path: Path, sample: bytes,
         e = pos + 64
     off, size = struct.unpack_from("<QI", raw, e + 16)
     assume(size >= 4)
-    how = data.draw(st.sampled_from(["prefix", "bytes", "flags", "table"]))
-    if how in ("prefix", "table"):  # the size prefix, or a u32 of a block table
+    how = data.draw(st.sampled_from(["prefix", "bytes", "flags", "table", "chunk"]))
+    if how == "chunk":  # a byte of the first block's head: a Blosc2 chunk header in codec 5
+        count = -(-struct.unpack_from("<I", raw, off)[0] // 4096) if kind == "blosc2" else 0
+        at = min(8 + 4 * count + data.draw(st.integers(0, 31)), size - 1)
+        raw[off + at] = data.draw(st.integers(0, 255))
+    elif how in ("prefix", "table"):  # the size prefix, or a u32 of a block table
         at = 0 if how == "prefix" else 4 * data.draw(st.integers(0, min(8, size // 4 - 1)))
         value = data.draw(st.one_of(st.integers(0, 2**32 - 1),
                                     st.sampled_from([0, 1, 4096, size, 255 * size, 256 * size])))

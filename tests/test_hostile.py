@@ -33,7 +33,7 @@ from hyperframes import (
 from hyperframes._crc import crc32c
 from hyperframes.cli import main
 from hyperframes.codecs import CODEC_SHIFT, CODEC_ZSTD, unshuffle
-from hyperframes.layout import BLOCK_MAGIC, HEADER_SIZE, FrameFlags, Header
+from hyperframes.layout import BLOCK_MAGIC, CODEC_MASK, HEADER_SIZE, FrameFlags, Header
 from hyperframes.reader import HyperframeReader
 from hyperframes.recover import recover
 from hyperframes.verify import verify_file
@@ -639,8 +639,9 @@ def test_verify_checks_each_payload_over_its_own_range(edit) -> None:
 
 def test_verify_decodes_every_payload(edit) -> None:
     def fn(raw: bytearray) -> None:
-        e = first_entry(raw, 1)  # lz4 + shuffle
-        set_payload(raw, e["offset"], struct.pack("<I", 8000) + bytes(range(200)))
+        e = first_entry(raw, 1)  # as lz4 + shuffle
+        set_payload(raw, e["offset"], struct.pack("<I", 8000) + bytes(range(200)),
+                    flags=e["flags"] & ~CODEC_MASK | 1 << CODEC_SHIFT | FrameFlags.SHUFFLED)
 
     path = edit(fn)
     result = verify_file(path)

@@ -27,6 +27,7 @@ from hyperframes._split import default_threads, run_split
 from hyperframes.cli import main
 from hyperframes.codecs import (
     BLOCK_SIZE,
+    CODEC_BLOSC2,
     CODEC_LZ4,
     CODEC_LZ4_BLOCKS,
     CODEC_SHIFT,
@@ -214,10 +215,12 @@ def test_parse_errors_are_value_errors() -> None:
 # --- files with blocked frames ------------------------------------------------------------
 
 
-def _blocked_file(path: Path, finalize: bool = True) -> tuple[Path, list[bytes]]:
+def _blocked_file(path: Path, finalize: bool = True,
+                  codec: str = "lz4") -> tuple[Path, list[bytes]]:
     sweeps = [sweep_bytes(4000 + 300 * i, i) for i in range(6)]  # 64-93 KB: 16-23 blocks
     w = HyperframeWriter(path, small_streams(), WINDOW_NS, FileMetadata(created_ns=T0),
-                         threads=2, block_size=SMALL)
+                         threads=2, block_size=SMALL,
+                         codecs={1: CodecSpec.parse(codec, shuffle=True)})
     for i, s in enumerate(sweeps):
         w.append(1, T0 + 1 + i * 100_000_000, s)
         w.append(2, T0 + 2 + i * 100_000_000, np.full(6, i, "<f8").tobytes())
@@ -230,11 +233,14 @@ def _blocked_file(path: Path, finalize: bool = True) -> tuple[Path, list[bytes]]
 
 @pytest.mark.parametrize("threads", [1, 2, 4])
 @pytest.mark.parametrize("verify", [True, False])
-def test_reader_reads_blocked_frames(tmp_path: Path, threads: int, verify: bool) -> None:
-    path, sweeps = _blocked_file(tmp_path / "b.hf")
+@pytest.mark.parametrize("codec", ["lz4", "blosc2-lz4:9", "blosc2-zstd"])  # 4 KiB chunks: 9
+def test_reader_reads_blocked_frames(tmp_path: Path, threads: int, verify: bool,
+                                     codec: str) -> None:
+    path, sweeps = _blocked_file(tmp_path / "b.hf", codec=codec)
     with HyperframeReader(path, threads=threads, verify=verify) as r:
         flags = r.index["flags"][r.index["stream_id"] == 1]
-        assert {codec_of(int(f)) for f in flags} == {CODEC_LZ4_BLOCKS}
+        want = CODEC_BLOSC2 if codec.startswith("blosc2") else CODEC_LZ4_BLOCKS
+        assert {codec_of(int(f)) for f in flags} == {want}
         got = [f.data.tobytes() for f in r.frames("lidar")]
         assert got == sweeps
         assert [w.frames[1][0].array().shape for w in r] == [(len(s) // 16, 4) for s in sweeps]
@@ -386,8 +392,8 @@ def test_a_forked_child_decodes_on_its_own_threads() -> None:
 
 
 def test_blocked_codec_ids_do_not_collide() -> None:
-    assert len({CODEC_LZ4, CODEC_ZSTD, CODEC_LZ4_BLOCKS, CODEC_ZSTD_BLOCKS}) == 4
-    assert CODEC_ZSTD_BLOCKS < 16  # four bits of the index flags
+    assert len({CODEC_LZ4, CODEC_ZSTD, CODEC_LZ4_BLOCKS, CODEC_ZSTD_BLOCKS, CODEC_BLOSC2}) == 5
+    assert CODEC_BLOSC2 < 16  # four bits of the index flags
 
 
 def test_one_reader_shared_by_threads_splits_without_mixing_frames(tmp_path: Path) -> None:

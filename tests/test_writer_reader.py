@@ -66,8 +66,9 @@ def test_codecs_follow_encoding_policy(write_file) -> None:
     with HyperframeReader(path) as r:
         by_stream = {int(e["stream_id"]): int(e["flags"]) for e in r.index}
         assert codec_of(by_stream[0]) == 0  # jpeg: stored as it came
-        assert codec_of(by_stream[1]) == 1 and by_stream[1] & FrameFlags.SHUFFLED  # lz4+shuffle
-        assert r.streams[1].codec == "lz4" and r.streams[1].shuffle
+        assert codec_of(by_stream[1]) == 5  # blosc2-lz4: the shuffle is inside its chunks
+        assert not by_stream[1] & FrameFlags.SHUFFLED
+        assert r.streams[1].codec == "blosc2-lz4" and r.streams[1].shuffle
         assert r.streams[2].codec == "zstd"
         assert all(int(e["flags"]) & FrameFlags.HW_TIMESTAMP for e in r.index)
 
