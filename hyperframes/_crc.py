@@ -20,6 +20,6 @@ def byte_view(data: PayloadLike) -> memoryview:
     return memoryview(data).cast("B")
 
 
-def crc32c(data: BytesLike, value: int = 0) -> int:
-    """CRC32C of ``data``, continuing from ``value``."""
-    return int(_impl.crc32c(data, value))
+def crc32c(data: BytesLike | np.ndarray, value: int = 0) -> int:
+    """CRC32C of ``data`` (any contiguous buffer), continuing from ``value``."""
+    return int(_impl.crc32c(data, value))  # type: ignore[arg-type]  # arrays are buffers

@@ -82,13 +82,13 @@ def aligned_empty(size: int) -> np.ndarray:
     """
     if size > _SMALL:
         return _aligned_alloc(size, ALIGN)
-    arena: np.ndarray | None = getattr(_local, "arena", None)
-    pos: int = getattr(_local, "pos", 0)
-    step = max(ALIGN, (size + ALIGN - 1) & -ALIGN)
-    if arena is None or pos + step > _ARENA:
-        arena = _local.arena = _aligned_alloc(_ARENA, ALIGN)
-        pos = 0
-    _local.pos = pos + step
+    state: list[Any] | None = getattr(_local, "arena", None)  # [arena, next free offset]
+    step = (size + ALIGN - 1) & -ALIGN or ALIGN
+    if state is None or state[1] + step > _ARENA:
+        state = _local.arena = [_aligned_alloc(_ARENA, ALIGN), 0]
+    pos = state[1]
+    state[1] = pos + step
+    arena: np.ndarray = state[0]
     return arena[pos : pos + size]
 
 
@@ -120,7 +120,9 @@ def pread_scratch(fd: int, size: int, offset: int) -> np.ndarray:
 
 def _pread_into(fd: int, buf: np.ndarray, offset: int) -> np.ndarray:
     size = buf.size
-    got = 0
+    got = os.preadv(fd, [buf], offset)  # type: ignore[list-item]  # arrays are buffers
+    if got == size:
+        return buf
     view = buf.data
     while got < size:
         n = os.preadv(fd, [view[got:]], offset + got)

@@ -241,7 +241,9 @@ def _unshuffle_into(buf: np.ndarray, itemsize: int, out: np.ndarray) -> None:
 def _interleave(planes: np.ndarray, out: np.ndarray) -> None:
     """Write the ``k`` byte planes (k x n) as ``n`` items of ``k`` bytes into ``out``."""
     itemsize, n = planes.shape
-    if itemsize in _MERGE:
+    if n <= _FEW:  # a few items: one transposed copy beats several whole-array passes
+        out.reshape(n, itemsize)[...] = planes.T
+    elif itemsize in _MERGE:
         _merge_planes(planes, out)
     elif itemsize > _WIDE:
         out.reshape(n, itemsize)[...] = planes.T
@@ -251,6 +253,7 @@ def _interleave(planes: np.ndarray, out: np.ndarray) -> None:
             dst[:, k] = planes[k]
 
 
+_FEW = 256
 _MERGE = {2: 1, 4: 2, 8: 3}  # item size -> rounds of pairwise plane merging
 _LE_UINT: Final[dict[int, np.dtype[Any]]] = {
     2: np.dtype("<u2"),

@@ -222,6 +222,7 @@ class HyperframeReader:
         hi = np.searchsorted(sid, ids, "right")
         self._slices = {int(i): (int(a), int(b)) for i, a, b in zip(ids, lo, hi, strict=True)}
         self._ts: dict[int, np.ndarray] = {}
+        self._ts_lists: dict[int, list[int]] = {}  # the same as Python ints, for lookups
         self._by_window: tuple[np.ndarray, np.ndarray] | None = None
         self._aux: np.ndarray | None = None
         self._quarantine: np.ndarray | None = None
@@ -338,12 +339,14 @@ class HyperframeReader:
         tolerance_ns: int | None = None,
     ) -> int:
         """Index position of the frame matching a query; see :meth:`read`."""
-        sid = self._stream_id(stream)
-        ts = self._ts.get(sid)
-        if ts is None:
-            ts = self.timestamps(sid)
-        i = search.find(ts, timestamp_ns, mode)
+        sid = self._by_name.get(stream, -1) if isinstance(stream, str) else stream
+        lst = self._ts_lists.get(sid)
+        if lst is None:  # first lookup in this stream (or an unknown one: KeyError)
+            sid = self._stream_id(stream)
+            lst = self._ts_lists[sid] = self.timestamps(sid).tolist()
+        i = search.find_in_list(lst, timestamp_ns, mode)
         if i is None:
+            ts = self.timestamps(sid)
             near = search.find(ts, timestamp_ns, "nearest")
             raise FrameNotFoundError(
                 self._name,
@@ -352,9 +355,9 @@ class HyperframeReader:
                 f"no frame {mode} the query",
                 int(ts[near]) if near is not None else None,
             )
-        if tolerance_ns is not None and abs(int(ts[i]) - timestamp_ns) > tolerance_ns:
+        if tolerance_ns is not None and abs(lst[i] - timestamp_ns) > tolerance_ns:
             raise FrameNotFoundError(
-                self._name, sid, timestamp_ns, f"no frame within {tolerance_ns} ns", int(ts[i])
+                self._name, sid, timestamp_ns, f"no frame within {tolerance_ns} ns", lst[i]
             )
         return self._slices[sid][0] + i
 
@@ -412,7 +415,7 @@ class HyperframeReader:
 
     def frame_at(self, i: int) -> Frame:
         """The frame of index entry ``i``."""
-        row: _Row = self._s.index[i].item()
+        row: _Row = self._s.index.item(i)  # ~3x faster than index[i].item()
         return self._decode(i, row, self._pread(row))
 
     # --- windows ----------------------------------------------------------
@@ -589,19 +592,16 @@ class HyperframeReader:
             raise CorruptFileError(
                 self._name, f"frame {i} truncated ({len(stored)}/{size} bytes)", offset
             )
+        stream = self.streams[sid]
+        if not flags & _DECODE_MASK:  # stored raw: the stored bytes are the frame
+            if self.verify and crc32c(stored) != crc:
+                self._checksum_error(i, row, stored)
+            return Frame(stream, ts, stream_index, flags, stored, self._name)
 
         def check() -> None:
-            actual = crc32c(stored.data)
-            if actual != crc:
-                raise ChecksumError(
-                    self._name, f"frame {i} (stream {sid}, t={ts})", offset, crc, actual
-                )
+            if crc32c(stored) != crc:
+                self._checksum_error(i, row, stored)
 
-        stream = self.streams[sid]
-        if not flags & _DECODE_MASK:
-            if self.verify:
-                check()
-            return Frame(stream, ts, stream_index, flags, stored, self._name)
         try:
             data = decode_aligned(
                 stored.data,
@@ -614,3 +614,9 @@ class HyperframeReader:
         except CodecError as exc:
             raise CorruptFileError(self._name, f"frame {i}: {exc}", offset) from None
         return Frame(stream, ts, stream_index, flags, data, self._name)
+
+    def _checksum_error(self, i: int, row: _Row, stored: np.ndarray) -> None:
+        sid, _, _, ts, offset, _, crc = row
+        raise ChecksumError(
+            self._name, f"frame {i} (stream {sid}, t={ts})", offset, crc, crc32c(stored)
+        )

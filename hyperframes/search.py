@@ -7,11 +7,12 @@ here; "nearest" compares the two neighbours around the insertion point.
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from typing import Literal
 
 import numpy as np
 
-__all__ = ["find", "range_between", "window_between"]
+__all__ = ["find", "find_in_list", "range_between", "window_between"]
 
 _U64_MAX = (1 << 64) - 1
 
@@ -50,6 +51,29 @@ def find(ts: np.ndarray, t: int, mode: Literal["nearest", "before", "after"]) ->
     if i == n:
         return n - 1
     return i - 1 if t - int(ts[i - 1]) <= int(ts[i]) - t else i
+
+
+def find_in_list(ts: list[int], t: int, mode: Literal["nearest", "before", "after"]) -> int | None:
+    """:func:`find` over the same timestamps as a list of Python ints (exact, ~4x faster
+    per call than ``searchsorted``: no array scalars)."""
+    n = len(ts)
+    if n == 0:
+        return None
+    t = int(t)
+    if mode == "before":
+        i = bisect_right(ts, t) - 1
+        return i if i >= 0 else None
+    if mode == "after":
+        i = bisect_left(ts, t)
+        return i if i < n else None
+    if mode != "nearest":
+        raise ValueError(f"mode must be 'nearest', 'before' or 'after', got {mode!r}")
+    i = bisect_left(ts, t)
+    if i == 0:
+        return 0
+    if i == n:
+        return n - 1
+    return i - 1 if t - ts[i - 1] <= ts[i] - t else i
 
 
 def range_between(ts: np.ndarray, start: int, end: int) -> tuple[int, int]:

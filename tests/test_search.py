@@ -77,3 +77,12 @@ def test_frame_on_boundary_belongs_to_window_ending_there() -> None:
     assert window_of(1, 100) == 0
     with pytest.raises(ValueError):
         window_of(5, 0)
+
+
+@given(stamps, st.one_of(st.integers(-50, 10_050), st.sampled_from([-(2**70), 2**64, 2**70])))
+def test_list_search_agrees_with_the_array_search(ts: np.ndarray, t: int) -> None:
+    as_list = ts.tolist()
+    for mode in ("nearest", "before", "after"):
+        assert search.find_in_list(as_list, t, mode) == search.find(ts, t, mode)
+    with pytest.raises(ValueError, match="mode"):
+        search.find_in_list([1], 1, "middle")  # type: ignore[arg-type]
