@@ -126,11 +126,16 @@ def _table(
     return np.frombuffer(data, dtype=dtype)
 
 
-def load_structure(fd: int, path: str, *, allow_overlap: bool = False) -> Structure:
+def load_structure(
+    fd: int, path: str, *, allow_overlap: bool = False, windows: bool = True
+) -> Structure:
     """Validate a finalized file and load its index, window table and metadata.
 
     Index entries whose payloads overlap (aliasing) are refused unless
     ``allow_overlap`` (``verify`` reports them itself and goes on checking).
+    With ``windows=False`` the window table is left for :func:`load_windows`
+    (a reader that only looks frames up by time never needs it); the
+    structure then holds an empty one.
     """
     file_size = os.fstat(fd).st_size
     h = read_header(fd, path, file_size)
@@ -150,6 +155,22 @@ def load_structure(fd: int, path: str, *, allow_overlap: bool = False) -> Struct
         h.data_offset,
         file_size,
     )
+    meta = read_meta(fd, path, h.meta_offset, h.meta_size, file_size, h.meta_crc)
+    if len(meta.streams) != h.stream_count:
+        raise CorruptFileError(
+            path, f"header says {h.stream_count} streams, table has {len(meta.streams)}", 32
+        )
+    if meta.window_ns != h.window_ns:
+        raise CorruptFileError(path, "header and metadata disagree on window length", 52)
+    _check_index(path, index, h, meta)
+    if not allow_overlap:
+        _check_aliasing(path, index, h)
+    table = load_windows(fd, path, h, file_size) if windows else np.zeros(0, WINDOW_DTYPE)
+    return Structure(h, meta, index, table, file_size)
+
+
+def load_windows(fd: int, path: str, h: Header, file_size: int) -> np.ndarray:
+    """The window table of a finalized file, checked (CRC, order, payload ranges)."""
     windows = _table(
         fd,
         path,
@@ -162,16 +183,6 @@ def load_structure(fd: int, path: str, *, allow_overlap: bool = False) -> Struct
         h.data_offset,
         file_size,
     )
-    meta = read_meta(fd, path, h.meta_offset, h.meta_size, file_size, h.meta_crc)
-    if len(meta.streams) != h.stream_count:
-        raise CorruptFileError(
-            path, f"header says {h.stream_count} streams, table has {len(meta.streams)}", 32
-        )
-    if meta.window_ns != h.window_ns:
-        raise CorruptFileError(path, "header and metadata disagree on window length", 52)
-    _check_index(path, index, h, meta)
-    if not allow_overlap:
-        _check_aliasing(path, index, h)
     if len(windows) > 1 and np.any(np.diff(windows["window_id"]) <= 0):
         raise CorruptFileError(path, "window table is not sorted by window id", h.windows_offset)
     bad = range_problem(
@@ -184,7 +195,7 @@ def load_structure(fd: int, path: str, *, allow_overlap: bool = False) -> Struct
             f"[{h.data_offset}, {h.index_offset}) or is unaligned",
             h.windows_offset + WINDOW_DTYPE.itemsize * bad,
         )
-    return Structure(h, meta, index, windows, file_size)
+    return windows
 
 
 def _check_aliasing(path: str, entries: np.ndarray, h: Header, what: str = "index entries") -> None:

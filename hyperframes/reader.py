@@ -23,7 +23,13 @@ from hyperframes import search
 from hyperframes._crc import crc32c
 from hyperframes._io import pread_into_aligned, pread_scratch
 from hyperframes._split import default_threads
-from hyperframes._structure import Structure, load_aux, load_quarantine, load_structure
+from hyperframes._structure import (
+    Structure,
+    load_aux,
+    load_quarantine,
+    load_structure,
+    load_windows,
+)
 from hyperframes.codecs import CodecError, decode_aligned
 from hyperframes.errors import ChecksumError, CorruptFileError, FrameNotFoundError
 from hyperframes.layout import CODEC_MASK, FrameFlags, Header
@@ -173,9 +179,10 @@ class Hyperframe:
 class HyperframeReader:
     """Reads a finalized hyperframe file.
 
-    Opening reads the header, index, window table and metadata once (a few
-    ms for a million frames) and validates them; payloads are read on demand
-    with ``pread``. With ``verify=True`` (the default) every payload read is
+    Opening reads the header, index and metadata once (a few ms for a
+    million frames) and validates them; the window table is read and checked
+    on first use (time lookups never need it), payloads on demand with
+    ``pread``. With ``verify=True`` (the default) every payload read is
     checked against its CRC32C.
 
     ``threads`` bounds the threads that decode one large frame read alone
@@ -209,7 +216,7 @@ class HyperframeReader:
         try:
             if stat.S_ISDIR(os.fstat(self._fd).st_mode):  # else a nameless EISDIR on read
                 raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), self._name)
-            self._s: Structure = load_structure(self._fd, self._name)
+            self._s: Structure = load_structure(self._fd, self._name, windows=False)
         except BaseException:
             os.close(self._fd)
             self._fd = -1
@@ -226,6 +233,7 @@ class HyperframeReader:
         self._by_window: tuple[np.ndarray, np.ndarray] | None = None
         self._aux: np.ndarray | None = None
         self._quarantine: np.ndarray | None = None
+        self._window_table: np.ndarray | None = None  # loaded on first use
         self._lock = threading.Lock()
 
     # --- file-level facts ------------------------------------------------
@@ -314,6 +322,17 @@ class HyperframeReader:
                     self._fd, self._name, self._s.header, self._s.index
                 )
             return self._quarantine
+
+    def _windows(self) -> np.ndarray:
+        """The window table, read and checked on first use (time lookups never need it)."""
+        table = self._window_table
+        if table is None:
+            with self._lock:
+                if self._window_table is None:
+                    s = self._s
+                    self._window_table = load_windows(self._fd, self._name, s.header, s.file_size)
+                table = self._window_table
+        return table
 
     def quarantined_frame(self, i: int) -> Frame:
         """Quarantined frame ``i`` (a position in :meth:`quarantine`), decoded."""
@@ -422,12 +441,12 @@ class HyperframeReader:
 
     def window_count(self) -> int:
         """Number of windows (hyperframes) in the file."""
-        return len(self._s.windows)
+        return len(self._windows())
 
     @property
     def window_ids(self) -> np.ndarray:
         """Window ids (multiples of the window length since the epoch) in order."""
-        return self._s.windows["window_id"]
+        return self._windows()["window_id"]
 
     @property
     def window_table(self) -> np.ndarray:
@@ -441,11 +460,11 @@ class HyperframeReader:
         bit 1: the block holds late frames); see docs/FORMAT.md, "Window
         table". Checked against its CRC32C and the file's layout on open.
         """
-        return self._s.windows
+        return self._windows()
 
     def window_entries(self, i: int) -> np.ndarray:
         """Index positions of the frames of window ``i`` (by timestamp), per stream in order."""
-        return self.window_positions(int(self._s.windows["window_id"][i]))
+        return self.window_positions(int(self._windows()["window_id"][i]))
 
     def window_positions(self, window_id: int) -> np.ndarray:
         """Index positions of the frames stamped in window ``window_id``, per stream in order.
@@ -481,9 +500,9 @@ class HyperframeReader:
 
     def get_window(self, i: int) -> Hyperframe:
         """Window ``i`` (0-based) as a :class:`Hyperframe`; one coalesced read for its block."""
-        if not -len(self._s.windows) <= i < len(self._s.windows):
-            raise IndexError(f"window {i} out of range (file has {len(self._s.windows)})")
-        wid = int(self._s.windows["window_id"][i])
+        if not -len(self._windows()) <= i < len(self._windows()):
+            raise IndexError(f"window {i} out of range (file has {len(self._windows())})")
+        wid = int(self._windows()["window_id"][i])
         frames: dict[int, list[Frame]] = {}
         for f in self._read_entries(self.window_entries(i)):
             frames.setdefault(f.stream.id, []).append(f)

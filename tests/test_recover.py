@@ -50,7 +50,7 @@ def test_truncation_at_many_offsets(tmp_path: Path) -> None:
     size = len(data)
     with HyperframeReader(recover(tmp, tmp_path / "full.hf").output) as full:
         block_ends = sorted(int(o + s) for o, s in
-                            zip(full._s.windows["payload_offset"], full._s.windows["payload_size"],
+                            zip(full.window_table["payload_offset"], full.window_table["payload_size"],
                                 strict=True))
     offsets = sorted({*range(0, size, max(1, size // 97)), *block_ends,
                       *(e - 1 for e in block_ends), *(e + 1 for e in block_ends)})
@@ -82,7 +82,7 @@ def test_truncation_at_many_offsets(tmp_path: Path) -> None:
 def test_damaged_payload_stops_recovery_at_that_window(tmp_path: Path) -> None:
     tmp, _ = _crashed_tmp(tmp_path)
     with HyperframeReader(recover(tmp, tmp_path / "ref.hf").output) as ref:
-        third = ref._s.windows[2]
+        third = ref.window_table[2]
     raw = bytearray(tmp.read_bytes())
     raw[int(third["payload_offset"]) + 5] ^= 0xFF
     tmp.write_bytes(bytes(raw))
