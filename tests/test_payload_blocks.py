@@ -20,10 +20,10 @@ import numpy as np
 import pytest
 from test_hostile import first_entry, set_payload
 
-from hyperframes import ChecksumError, CorruptFileError, FileMetadata
+from hyperframes import ChecksumError, CorruptFileError, FileMetadata, _split
 from hyperframes._crc import crc32c
 from hyperframes._payload_blocks import MIN_BLOCK_SIZE, BlockTableError, parse
-from hyperframes._split import default_threads, run_split
+from hyperframes._split import box_is_busy, default_threads, run_split
 from hyperframes.cli import main
 from hyperframes.codecs import (
     BLOCK_SIZE,
@@ -50,6 +50,12 @@ from hyperframes.writer import HyperframeWriter
 from conftest import T0, WINDOW_NS, lidar_sweep, small_streams
 
 SMALL = MIN_BLOCK_SIZE  # a block size that splits test-sized frames
+
+
+@pytest.fixture(autouse=True)
+def split_even_when_busy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The split paths are tested whatever the load of the box that runs the tests."""
+    monkeypatch.setattr(_split._load, "check", lambda: False)
 
 
 def sweep_bytes(points: int, seed: int = 0) -> bytes:
@@ -342,6 +348,15 @@ def test_run_split_runs_every_task_once(threads: int) -> None:
     assert sorted(seen) == [-1, *range(100)]
     if threads == 1:
         assert seen == [-1, *range(100)]  # in order on the calling thread
+
+
+def test_a_busy_box_runs_every_task_on_the_calling_thread(monkeypatch) -> None:
+    assert box_is_busy(2.0, 2) and box_is_busy(11.3, 2) and not box_is_busy(1.5, 2)
+    monkeypatch.setattr(_split._load, "check", lambda: True)
+    where: list[int] = []
+    run_split(20, lambda i: where.append(threading.get_ident()), 4,
+              first=lambda: where.append(threading.get_ident()))
+    assert where == [threading.get_ident()] * 21
 
 
 def test_run_split_raises_first_error_before_task_errors() -> None:
