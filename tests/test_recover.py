@@ -49,9 +49,9 @@ def test_truncation_at_many_offsets(tmp_path: Path) -> None:
     data = tmp.read_bytes()
     size = len(data)
     with HyperframeReader(recover(tmp, tmp_path / "full.hf").output) as full:
+        table = full.window_table
         block_ends = sorted(int(o + s) for o, s in
-                            zip(full.window_table["payload_offset"], full.window_table["payload_size"],
-                                strict=True))
+                            zip(table["payload_offset"], table["payload_size"], strict=True))
     offsets = sorted({*range(0, size, max(1, size // 97)), *block_ends,
                       *(e - 1 for e in block_ends), *(e + 1 for e in block_ends)})
     recovered_counts = []
