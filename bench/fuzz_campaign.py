@@ -227,6 +227,9 @@ def build_corpus(d: Path) -> dict[str, float]:
     # lidar frames of 16 KB in 4 KiB blocks (codecs 3 and 4), finalized and crashed
     _write_small(d / "blocks.hf", 0.25, True, lz, 4096, 1024)
     _write_small(d / "blocks-zstd.hf", 0.25, True, zs, 4096, 1024)
+    # the same in Blosc2 chunks (codec 5, the default for arrays since 0.3)
+    b2 = {1: CodecSpec("blosc2-lz4", 9, True)}
+    _write_small(d / "blocks-blosc2.hf", 0.25, True, b2, 4096, 1024)
     _write_small(d / "blocks-crashed.hf", 0.25, False, lz, 4096, 1024)
     (d / "blocks-crashed.hf.tmp").rename(d / "blocks.hf.tmp")
     _write_placement(d / "placement.hf", True)
@@ -249,6 +252,7 @@ def build_corpus(d: Path) -> dict[str, float]:
         "wide.hf": 0.25,
         "blocks.hf": 12,
         "blocks-zstd.hf": 8,
+        "blocks-blosc2.hf": 10,
         "blocks.hf.tmp": 6,
     }
 
