@@ -101,7 +101,7 @@ def test_cat_and_du(run: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert {row["name"]: row["raw_bytes"] for row in usage["streams"]} == raw
     assert usage["stored_bytes"] == stored
     assert sum(row["share"] for row in usage["streams"]) == pytest.approx(1.0)
-    assert {row["name"] for row in usage["codecs"]} == {"none", "lz4+shuffle", "zstd"}
+    assert {row["name"] for row in usage["codecs"]} == {"none", "lz4+shuffle", "zstd", "blosc2"}
     whole = _json(capsys, ["du", str(run), "--json"])
     assert isinstance(whole, dict) and whole["files"] == 6
     assert any("unfinished" in s for s in whole["skipped"])
