@@ -33,7 +33,7 @@ from __future__ import annotations
 import ctypes
 import struct
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -72,6 +72,7 @@ __all__ = [
     "CodecError",
     "codec_of",
     "encode_frame",
+    "preload",
     "decode_frame",
     "decode_aligned",
     "decoded_size",
@@ -400,6 +401,16 @@ def _blosc2_blocks(
             return None  # beyond 255:1, or a run c-blosc2 stored as a special value
         parts.append(out)
     return blocks.pack(parts, data.nbytes, block_size)
+
+
+def preload(specs: Iterable[CodecSpec]) -> None:
+    """Import now the libraries that ``specs`` compress with (python-blosc2 takes ~0.5 s).
+
+    Writers and the recorder call it at start, so that the first frame of a
+    blosc2 stream is not held up by the import.
+    """
+    if any(s.codec_id == CODEC_BLOSC2 for s in specs):
+        _blosc2.available()
 
 
 def decoded_size(stored: BytesLike, flags: int, max_size: int) -> int:

@@ -38,6 +38,7 @@ from hyperframes.codecs import (
     CodecSpec,
     block_size_problem,
     encode_frame,
+    preload,
 )
 from hyperframes.layout import (
     ALIGN,
@@ -224,6 +225,7 @@ class HyperframeWriter:
             if unknown:
                 raise ValueError(f"codecs given for unknown stream ids {sorted(unknown)}")
             self._codecs.update(codecs)
+        preload(self._codecs.values())  # not on the first frame's time
         self._itemsize = {s.id: s.itemsize for s in streams}
         self._hw_default = {
             s.id: FrameFlags.HW_TIMESTAMP if s.hardware_timestamps else FrameFlags.NONE

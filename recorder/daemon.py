@@ -43,6 +43,7 @@ from types import TracebackType
 from typing import Any, Self
 
 from hyperframes import __version__
+from hyperframes.codecs import preload
 from hyperframes.events import Event, EventError, SegmentSpan, event_stream_info, parse_event_body
 from hyperframes.layout import FrameFlags
 from hyperframes.streams import FileMetadata
@@ -112,6 +113,7 @@ class SegmentSink:
         self.finalized: list[Path] = []
         self._streams = [*(s.info for s in config.streams), event_stream_info()]
         self._codecs = {s.id: s.codec for s in config.streams}
+        preload(self._codecs.values())  # python-blosc2: at start, not on the first window
         self._seen: dict[int, list[int]] = {}  # stream -> totals already counted
         self._writer: HyperframeWriter | None = None
         self._first_start = 0
