@@ -1,7 +1,8 @@
 """One Blosc2 chunk per payload block (codec 5): the checks before c-blosc2 sees stored bytes.
 
 python-blosc2 is imported on first use (it costs ~0.5 s and pulls in a few
-packages), so a reader that never meets codec 5 never loads it. Decoding is
+packages), so a reader that never meets codec 5 never loads it; writers
+and the recorder import it at start (:func:`hyperframes.codecs.preload`). Decoding is
 bounded before the library runs: a chunk's 32-byte header must be one that
 this project's writer produces (LZ4 or ZSTD, byte shuffle or no filter, no
 dictionary, no lazy, special-value or user-defined parts: those would let a
