@@ -13,7 +13,6 @@ and by ``verify`` (to compare the blocks with the index).
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -26,7 +25,7 @@ from hyperframes._checks import (
     window_id_problem,
 )
 from hyperframes._crc import crc32c
-from hyperframes._io import pread_exact
+from hyperframes._io import file_size, pread_exact
 from hyperframes._meta import Meta
 from hyperframes._structure import read_header, read_meta
 from hyperframes.errors import CorruptFileError
@@ -69,7 +68,7 @@ def scan_blocks(
     Raises :class:`CorruptFileError` when the header or the stream table is
     unreadable (nothing can be proven then).
     """
-    size = os.fstat(fd).st_size
+    size = file_size(fd)
     h = read_header(fd, path, size)
     # MetaCrc is written with the first header, so an unfinished file's stream table is
     # proven too; then it must agree with the header it was written with

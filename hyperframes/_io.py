@@ -17,7 +17,7 @@ import stat
 import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypeAlias
 
 import numpy as np
 
@@ -25,10 +25,13 @@ from hyperframes._crc import BytesLike
 from hyperframes.layout import ALIGN
 
 __all__ = [
+    "Fd",
+    "RangeSource",
     "pread_exact",
     "pread_into_aligned",
     "pread_scratch",
     "write_all",
+    "file_size",
     "fsync_dir",
     "check_output",
     "atomic_output",
@@ -43,12 +46,36 @@ __all__ = [
     "open_safe_dir",
 ]
 
+
+class RangeSource(Protocol):
+    """What the reader needs of a remote object in place of a descriptor (see objstore)."""
+
+    size: int
+
+    def pread(self, size: int, offset: int) -> bytes:
+        """Up to ``size`` bytes at ``offset``."""
+        ...
+
+    def prefetch(self, offset: int, size: int) -> None:
+        """Fetch and keep ``[offset, offset + size)``."""
+        ...
+
+
+Fd: TypeAlias = int | RangeSource
+"""A file descriptor, or a :class:`RangeSource` (an object in a store)."""
+
 _IOV_MAX = 512
 _WRITE_MAX = 1 << 20  # bytes per write call
 
 
-def pread_exact(fd: int, size: int, offset: int) -> bytes:
-    """Exactly ``size`` bytes at ``offset``; fewer only at end of file."""
+def pread_exact(fd: Fd, size: int, offset: int) -> bytes:
+    """Exactly ``size`` bytes at ``offset``; fewer only at end of file.
+
+    ``fd`` may also be a remote object with ``pread`` (:mod:`hyperframes.objstore`).
+    """
+    if not isinstance(fd, int):
+        data: bytes = fd.pread(size, offset)
+        return data
     data = os.pread(fd, size, offset)
     if len(data) == size or not data:
         return data
@@ -92,7 +119,7 @@ def aligned_empty(size: int) -> np.ndarray:
     return arena[pos : pos + size]
 
 
-def pread_into_aligned(fd: int, size: int, offset: int) -> np.ndarray:
+def pread_into_aligned(fd: Fd, size: int, offset: int) -> np.ndarray:
     """Read ``size`` bytes at ``offset`` into a fresh 64-byte-aligned array.
 
     Returns a shorter array if the file ends first.
@@ -103,7 +130,7 @@ def pread_into_aligned(fd: int, size: int, offset: int) -> np.ndarray:
 _SCRATCH_MAX = 16 << 20  # larger reads get a fresh buffer that is not kept
 
 
-def pread_scratch(fd: int, size: int, offset: int) -> np.ndarray:
+def pread_scratch(fd: Fd, size: int, offset: int) -> np.ndarray:
     """Like :func:`pread_into_aligned`, into a per-thread buffer reused by the next call.
 
     For bytes that are only decoded from (compressed payloads): the result is
@@ -118,7 +145,11 @@ def pread_scratch(fd: int, size: int, offset: int) -> np.ndarray:
     return _pread_into(fd, buf[:size], offset)
 
 
-def _pread_into(fd: int, buf: np.ndarray, offset: int) -> np.ndarray:
+def _pread_into(fd: Fd, buf: np.ndarray, offset: int) -> np.ndarray:
+    if not isinstance(fd, int):  # a remote object (hyperframes.objstore.RemoteFile)
+        data = fd.pread(buf.size, offset)
+        buf[: len(data)] = np.frombuffer(data, np.uint8)
+        return buf[: len(data)]
     size = buf.size
     got = os.preadv(fd, [buf], offset)  # type: ignore[list-item]  # arrays are buffers
     if got == size:
@@ -208,6 +239,14 @@ def copy_range(src_fd: int, src_offset: int, dst_fd: int, dst_offset: int, size:
         if got == 0:
             raise EOFError(f"source ended {size - done} bytes early at offset {src_offset + done}")
         done += got
+
+
+def file_size(fd: Fd) -> int:
+    """Size of the open file ``fd`` (or of a remote object with ``size``)."""
+    if not isinstance(fd, int):
+        size: int = fd.size
+        return size
+    return os.fstat(fd).st_size
 
 
 def fsync_dir(path: str | os.PathLike[str]) -> None:

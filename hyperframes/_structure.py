@@ -8,14 +8,14 @@ ignored (forward compatibility); only what cannot be read is rejected.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 import numpy as np
 
 from hyperframes._checks import overlap, range_problem
 from hyperframes._crc import crc32c
-from hyperframes._io import pread_exact
+from hyperframes._io import Fd, pread_exact
+from hyperframes._io import file_size as _file_size
 from hyperframes._meta import MAX_META_SIZE, Meta, decode_meta
 from hyperframes.errors import (
     ChecksumError,
@@ -50,7 +50,7 @@ class Structure:
     file_size: int
 
 
-def read_header(fd: int, path: str, file_size: int) -> Header:
+def read_header(fd: Fd, path: str, file_size: int) -> Header:
     """Read and check the 512-byte header (finalized or not)."""
     if file_size < HEADER_SIZE:
         raise CorruptFileError(path, f"file is {file_size} bytes, shorter than the header", 0)
@@ -83,7 +83,7 @@ def _region(path: str, what: str, offset: int, size: int, lo: int, hi: int) -> N
         )
 
 
-def read_meta(fd: int, path: str, offset: int, size: int, file_size: int, crc: int | None) -> Meta:
+def read_meta(fd: Fd, path: str, offset: int, size: int, file_size: int, crc: int | None) -> Meta:
     """Read, check and decode the JSON metadata block."""
     _region(path, "metadata", offset, size, HEADER_SIZE, file_size)
     if size > MAX_META_SIZE:
@@ -103,7 +103,7 @@ def read_meta(fd: int, path: str, offset: int, size: int, file_size: int, crc: i
 
 
 def _table(
-    fd: int,
+    fd: Fd,
     path: str,
     what: str,
     offset: int,
@@ -127,7 +127,7 @@ def _table(
 
 
 def load_structure(
-    fd: int, path: str, *, allow_overlap: bool = False, windows: bool = True
+    fd: Fd, path: str, *, allow_overlap: bool = False, windows: bool = True
 ) -> Structure:
     """Validate a finalized file and load its index, window table and metadata.
 
@@ -137,12 +137,14 @@ def load_structure(
     (a reader that only looks frames up by time never needs it); the
     structure then holds an empty one.
     """
-    file_size = os.fstat(fd).st_size
+    file_size = _file_size(fd)
     h = read_header(fd, path, file_size)
     if not h.finalized:
         raise NotFinalizedError(path)
     if not HEADER_SIZE <= h.data_offset <= h.index_offset:
         raise CorruptFileError(path, f"data offset {h.data_offset} outside the file", 60)
+    if not isinstance(fd, int) and h.index_offset < file_size:
+        fd.prefetch(h.index_offset, file_size - h.index_offset)  # every table: one request
     index = _table(
         fd,
         path,
@@ -253,7 +255,7 @@ def _check_index(path: str, index: np.ndarray, h: Header, meta: Meta) -> None:
         )
 
 
-def load_aux(fd: int, path: str, h: Header, count: int) -> np.ndarray:
+def load_aux(fd: Fd, path: str, h: Header, count: int) -> np.ndarray:
     """The per-entry receive time / duration table (empty if the file has none)."""
     if h.aux_size == 0:
         return np.zeros(count, AUX_DTYPE)
@@ -267,11 +269,11 @@ def load_aux(fd: int, path: str, h: Header, count: int) -> np.ndarray:
         AUX_DTYPE,
         count,
         h.data_offset,
-        os.fstat(fd).st_size,
+        _file_size(fd),
     )
 
 
-def load_quarantine(fd: int, path: str, h: Header, index: np.ndarray | None = None) -> np.ndarray:
+def load_quarantine(fd: Fd, path: str, h: Header, index: np.ndarray | None = None) -> np.ndarray:
     """The quarantine table (QUARANTINE_DTYPE, write order; empty if the file has none).
 
     With ``index`` given, a quarantined payload that overlaps another one (or
@@ -289,7 +291,7 @@ def load_quarantine(fd: int, path: str, h: Header, index: np.ndarray | None = No
         QUARANTINE_DTYPE,
         h.quarantine_count,
         h.data_offset,
-        os.fstat(fd).st_size,
+        _file_size(fd),
     )
     bad = range_problem(table["offset"], table["size"], h.data_offset, h.index_offset)
     if bad is not None:

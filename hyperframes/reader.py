@@ -21,7 +21,7 @@ import numpy as np
 
 from hyperframes import search
 from hyperframes._crc import crc32c
-from hyperframes._io import pread_into_aligned, pread_scratch
+from hyperframes._io import Fd, pread_into_aligned, pread_scratch
 from hyperframes._split import default_threads
 from hyperframes._structure import (
     Structure,
@@ -33,6 +33,7 @@ from hyperframes._structure import (
 from hyperframes.codecs import CodecError, decode_aligned
 from hyperframes.errors import ChecksumError, CorruptFileError, FrameNotFoundError
 from hyperframes.layout import CODEC_MASK, FrameFlags, Header
+from hyperframes.objstore import RemoteFile, is_url
 from hyperframes.streams import FileMetadata, StreamInfo
 from hyperframes.windows import window_end, window_start
 
@@ -207,19 +208,25 @@ class HyperframeReader:
     ) -> None:
         if threads is not None and (not isinstance(threads, int) or threads < 1):
             raise ValueError(f"threads must be a positive integer or None, got {threads!r}")
-        self.path = Path(path)
         self._name = os.fspath(path)
+        self.path = Path(self._name)
+        """The file's path (for a URL, a ``Path`` of it: use :attr:`name`)."""
         self.verify = verify
         self.max_frame_bytes = max_frame_bytes
         self.threads = default_threads() if threads is None else threads
-        self._fd = os.open(self._name, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        self.remote: RemoteFile | None = None
+        """For an ``s3://`` URL: the object, with its request counts (``remote.stats``)."""
+        if is_url(self._name):
+            self.remote = RemoteFile(self._name)
+            self._fd: Fd = self.remote  # _io reads it like a descriptor
+        else:
+            self._fd = os.open(self._name, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
         try:
             if stat.S_ISDIR(os.fstat(self._fd).st_mode):  # else a nameless EISDIR on read
                 raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), self._name)
             self._s: Structure = load_structure(self._fd, self._name, windows=False)
         except BaseException:
-            os.close(self._fd)
-            self._fd = -1
+            self.close()
             raise
         self.streams: dict[int, StreamInfo] = {s.id: s for s in self._s.meta.streams}
         self._by_name = {s.name: s.id for s in self._s.meta.streams}
@@ -526,9 +533,17 @@ class HyperframeReader:
 
     # --- lifecycle --------------------------------------------------------
 
+    @property
+    def name(self) -> str:
+        """The path or URL this reader was opened with."""
+        return self._name
+
     def close(self) -> None:
-        """Close the file descriptor."""
-        if self._fd >= 0:
+        """Close the file descriptor (or drop a remote object's cached spans)."""
+        if self.remote is not None:
+            self.remote.close()
+            self._fd = -1
+        elif isinstance(self._fd, int) and self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
 
@@ -545,7 +560,7 @@ class HyperframeReader:
 
     def __del__(self) -> None:
         fd = getattr(self, "_fd", -1)
-        if fd >= 0:
+        if type(fd) is int and fd >= 0:
             os.close(fd)
 
     def __reduce__(self) -> str | tuple[object, ...]:

@@ -1,4 +1,5 @@
-"""The recorder's subcommands of ``hyperframes``: record, check-config, keygen, mark, sim.
+"""The recorder's subcommands of ``hyperframes``: record, upload, check-config, keygen, mark,
+sim.
 
 Registered through the ``hyperframes.commands`` entry point
 (``recorder.cli:register``), so the core ``hyperframes`` package never imports
@@ -31,6 +32,20 @@ def _record(args: argparse.Namespace) -> int:
     except ConfigError as exc:  # a file the config names (key, CA, password) is unusable
         print(f"error: {exc}", file=sys.stderr)
         return 2
+
+
+def _upload(args: argparse.Namespace) -> int:
+    from recorder.config import ConfigError, load_config  # noqa: PLC0415
+    from recorder.sdnotify import setup_logging  # noqa: PLC0415
+    from recorder.upload.main import upload_main  # noqa: PLC0415
+
+    setup_logging(args.log_level, force=True)
+    try:
+        cfg = load_config(args.config)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return upload_main(cfg, once=args.once)
 
 
 def _check_config(args: argparse.Namespace) -> int:
@@ -142,6 +157,15 @@ def register(subparsers: Any) -> None:
     p.add_argument("--log-level", default="INFO",
                    choices=["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"])  # fmt: skip
     p.set_defaults(handler=_record)
+
+    p = subparsers.add_parser(
+        "upload", help="upload finalized segments to s3:// or a directory (the upload: section)"
+    )
+    p.add_argument("--config", required=True, type=Path, help="vehicle YAML config")
+    p.add_argument("--once", action="store_true", help="one pass over what is there, then exit")
+    p.add_argument("--log-level", default="INFO",
+                   choices=["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"])  # fmt: skip
+    p.set_defaults(handler=_upload)
 
     p = subparsers.add_parser("check-config", help="validate a vehicle config and summarise it")
     p.add_argument("file", type=Path, metavar="FILE")

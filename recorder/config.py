@@ -41,6 +41,7 @@ from hyperframes.streams import (
 from recorder.curve import CurveConfig, key_problems
 from recorder.errors import ConfigError
 from recorder.eventconfig import EventsConfig, check_buffer, check_event_streams, parse_events
+from recorder.upload.config import UploadConfig, parse_upload
 
 __all__ = [
     "ConfigError",
@@ -222,6 +223,7 @@ class VehicleConfig:
     metrics: MetricsConfig = MetricsConfig()
     zmq: tuple[ZmqSocketConfig, ...] = ()
     mqtt: MqttConfig | None = None
+    upload: UploadConfig | None = None
     source: str | None = None
 
     @property
@@ -497,7 +499,7 @@ def _check_unique(
 _TOP_KEYS = (
     "vehicle_id", "output_dir", "window_ms", "segment_seconds", "segment_max_mb",
     "fsync_interval_s", "grace_ms", "max_payload_mb", "recover_on_start", "block_kib",
-    "clock_max_jump_s", "disk", "events", "metrics", "zmq", "mqtt", "streams",
+    "clock_max_jump_s", "disk", "events", "metrics", "zmq", "mqtt", "streams", "upload",
 )  # fmt: skip
 
 
@@ -595,6 +597,7 @@ def _parse(data: object, source: str | None) -> VehicleConfig:
         metrics=_metrics(s.data["metrics"]) if s.has("metrics") else MetricsConfig(),
         zmq=zmq,
         mqtt=mqtt,
+        upload=parse_upload(s.data["upload"]) if s.has("upload") else None,
         source=source,
     )
 
@@ -641,6 +644,11 @@ def _summary(cfg: VehicleConfig) -> Iterator[str]:
     if cfg.mqtt is not None:
         m = cfg.mqtt
         yield f"  mqtt: {m.host}:{m.port}{' tls' if m.tls else ''} client_id {m.client_id}"
+    if cfg.upload is not None:
+        u = cfg.upload
+        when = "always" if u.when is None else f"when {u.when[0]} exits 0"
+        cap = f", cap {u.bandwidth_mb_s:g} MB/s" if u.bandwidth_mb_s else ""
+        yield f"  upload: to {u.dest}, parts of {u.part_mb} MiB{cap}, {when}"
     for st in cfg.streams:
         i = st.info
         rate = f"{i.rate_hz:g} Hz" if i.rate_hz else "rate ?"

@@ -69,6 +69,7 @@ from recorder.retention import OnDisk, snapshot_expired
 from recorder.rules import RuleEngine
 from recorder.sdnotify import Notifier
 from recorder.segments import RotationPolicy, list_segments, next_sequence, segment_name
+from recorder.upload.marks import uploaded_names
 
 __all__ = ["Recorder", "SegmentSink", "run_recorder", "record_main"]
 
@@ -313,6 +314,7 @@ class SegmentSink:
             free, disk.min_free_mb * _MB, disk.on_full, segments,
             protected_glob=disk.protected_glob, current=self.current, stopped=not self._recording,
             protected={p for p, _ in segments if p.name in protects},
+            uploaded=uploaded_names(self.dir) if segments else (),
         )  # fmt: skip
         for path in decision.delete:
             try:

@@ -15,7 +15,9 @@
   Segments that an event protects (:mod:`recorder.retention`) go last: every
   unprotected segment is deleted first, oldest first, and a protected one only
   when that is not enough (the daemon logs each such deletion as an error and
-  counts it). If even that is not enough, recording stops as above.
+  counts it). Among the unprotected (and among the protected), segments that
+  ``hyperframes upload`` has marked uploaded and verified go first. If even
+  that is not enough, recording stops as above.
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ def decide(
     current: Path | None = None,
     stopped: bool = False,
     protected: Collection[Path] = (),
+    uploaded: Collection[str] = (),
 ) -> DiskDecision:
     """Decide from ``free`` bytes against the ``min_free`` floor.
 
@@ -61,6 +64,8 @@ def decide(
     ``stopped`` says recording is currently stopped (resuming needs the
     margin). ``policy`` is ``"stop"`` or ``"delete-oldest"``. Segments in
     ``protected`` are deleted only after every other candidate.
+    Segments whose names are in ``uploaded`` (safe at the upload destination) go
+    first within each group.
     """
     if policy not in ("stop", "delete-oldest"):
         raise ValueError(f"unknown disk policy {policy!r} (stop, delete-oldest)")
@@ -79,6 +84,8 @@ def decide(
         and (current is None or path != current)
         and not (protected_glob and fnmatch.fnmatch(path.name, protected_glob))
     ]
+    if uploaded:
+        candidates.sort(key=lambda ps: ps[0].name not in uploaded)  # stable: oldest first
     for spared in (False, True):
         for path, size in candidates:
             if gained >= floor:

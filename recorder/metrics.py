@@ -409,13 +409,15 @@ def _collect(stats: RecorderStats) -> Iterable[Any]:
 
 
 class _StatsCollector:
-    """A prometheus-client custom collector over a :class:`RecorderStats`."""
+    """A prometheus-client custom collector: ``collect(source)`` at every scrape."""
 
-    def __init__(self, stats: RecorderStats) -> None:
-        self._stats = stats
+    def __init__(self, source: Any, collect: Any = None) -> None:
+        self._source = source
+        self._collect = collect or _collect
 
     def collect(self) -> Iterable[Any]:
-        return _collect(self._stats)
+        result: Iterable[Any] = self._collect(self._source)
+        return result
 
     def describe(self) -> list[Any]:
         # An empty description keeps registration from calling collect() early.
@@ -472,7 +474,7 @@ class PrometheusExporter:
 
 
 def start_prometheus_exporter(
-    stats: RecorderStats, port: int = 9108, host: str = "127.0.0.1"
+    stats: Any, port: int = 9108, host: str = "127.0.0.1", collect: Any = None
 ) -> PrometheusExporter:
     """Serve ``stats`` at ``http://host:port/metrics`` on a daemon thread.
 
@@ -482,6 +484,8 @@ def start_prometheus_exporter(
     :attr:`PrometheusExporter.address`). Uses its own registry, so several
     exporters can live in one process (tests). Raises
     :class:`MetricsUnavailableError` when prometheus-client is missing.
+    ``collect(stats)`` builds the metric families (default: the recorder's, for a
+    :class:`RecorderStats`; the uploader passes its own).
     """
     try:
         from prometheus_client import (  # noqa: PLC0415 - optional dependency
@@ -494,7 +498,7 @@ def start_prometheus_exporter(
         raise MetricsUnavailableError() from exc
 
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(_StatsCollector(stats))
+    registry.register(_StatsCollector(stats, collect))
     ProcessCollector(registry=registry)
     PlatformCollector(registry=registry)
     server, thread = start_http_server(port, addr=host, registry=registry)

@@ -1,0 +1,273 @@
+"""Hyperframe files in object storage: ``s3://bucket/key`` read with ranged GETs.
+
+The format is made for range reads: the header and the tables written at
+finalize sit at the two ends of the file, and a window's frames are
+contiguous. :class:`RemoteFile` gives the reader what it needs from a file
+descriptor (its size and ``pread``) over an S3-compatible store:
+
+- open: one GET of the last ``tail_bytes`` (1 MiB by default; it also tells
+  the object's size), and one of the first 64 KiB (the header); a trailer
+  larger than the tail costs one more. These spans stay in memory.
+- every other ``pread`` is one ranged GET (the reader reads a window's frames
+  with one ``pread``, so a window costs one request).
+
+:func:`cached_path` instead downloads the whole object once into a local
+cache directory (atomically, checked against the store's size and ETag) for
+repeated passes over the same files, e.g. training epochs.
+
+The store comes from the usual AWS settings: ``AWS_ENDPOINT_URL_S3`` or
+``AWS_ENDPOINT_URL`` (plain HTTP only when it says ``http://``),
+``AWS_REGION``/``AWS_DEFAULT_REGION``, ``AWS_ACCESS_KEY_ID`` and friends, and
+``AWS_PROFILE`` through boto3 when it is installed. Needs the ``s3`` extra
+(obstore).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import threading
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, Final
+
+from hyperframes.errors import HyperframesError
+
+__all__ = ["is_url", "split_url", "RemoteFile", "RemoteError", "cached_path", "list_urls"]
+
+TAIL_BYTES: Final = 1 << 20
+HEAD_BYTES: Final = 64 << 10
+_SCHEMES: Final = ("s3://",)
+_stores: dict[tuple[str, str | None], Any] = {}
+_lock = threading.Lock()
+
+
+class RemoteError(HyperframesError):
+    """An object could not be read: missing, refused, or the store failed."""
+
+    def __init__(self, url: str, problem: str) -> None:
+        super().__init__(f"{url}: {problem}")
+        self.url = url
+        self.problem = problem
+
+
+def is_url(path: object) -> bool:
+    """Whether ``path`` names an object in a store (``s3://...``) rather than a file."""
+    return isinstance(path, str) and path.startswith(_SCHEMES)
+
+
+def split_url(url: str) -> tuple[str, str]:
+    """``s3://bucket/a/b.hf`` -> ``("bucket", "a/b.hf")``."""
+    if not is_url(url):
+        raise ValueError(f"{url!r} is not an s3:// URL")
+    bucket, _, key = url[len("s3://") :].partition("/")
+    if not bucket:
+        raise ValueError(f"{url!r} names no bucket")
+    return bucket, key
+
+
+def _endpoint() -> str | None:
+    for var in ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL", "AWS_ENDPOINT"):
+        if os.environ.get(var):
+            return os.environ[var]
+    return None
+
+
+def store_for(bucket: str) -> Any:
+    """The (shared) obstore ``S3Store`` of ``bucket``, configured from the environment."""
+    endpoint = _endpoint()
+    with _lock:
+        store = _stores.get((bucket, endpoint))
+        if store is not None:
+            return store
+        try:
+            from obstore.store import S3Store  # noqa: PLC0415 - optional extra
+        except ImportError:
+            raise RemoteError(
+                f"s3://{bucket}",
+                "reading s3:// needs obstore: pip install 'hyperframes-sensors[s3]'",
+            ) from None
+        region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+        backoff = {"init_backoff": timedelta(milliseconds=100), "max_backoff": timedelta(seconds=5),
+                   "base": 2.0}  # fmt: skip
+        kwargs: dict[str, Any] = {
+            "region": region or "us-east-1",
+            "retry_config": {"max_retries": 4, "backoff": backoff,
+                             "retry_timeout": timedelta(seconds=60)},
+            "client_options": {"timeout": timedelta(seconds=60),
+                               "connect_timeout": timedelta(seconds=10),
+                               "allow_http": bool(endpoint and endpoint.startswith("http://"))},
+        }  # fmt: skip
+        if endpoint:
+            kwargs["endpoint"] = endpoint
+        if os.environ.get("AWS_PROFILE") and not os.environ.get("AWS_ACCESS_KEY_ID"):
+            with contextlib.suppress(ImportError):
+                from obstore.auth.boto3 import Boto3CredentialProvider  # noqa: PLC0415
+
+                kwargs["credential_provider"] = Boto3CredentialProvider()
+        store = S3Store(bucket, **kwargs)
+        _stores[(bucket, endpoint)] = store
+        return store
+
+
+def _fail(url: str, exc: BaseException) -> RemoteError:
+    name = type(exc).__name__
+    text = str(exc).split("\n", 1)[0][:300]
+    if isinstance(exc, FileNotFoundError) or name == "NotFoundError":
+        return RemoteError(url, "no such object")
+    if name in ("PermissionDeniedError", "UnauthenticatedError") or isinstance(
+        exc, PermissionError
+    ):
+        return RemoteError(url, f"access refused: {text}")
+    return RemoteError(url, f"the store failed: {text}")
+
+
+@dataclass(slots=True)
+class RequestStats:
+    """What a :class:`RemoteFile` asked the store for."""
+
+    requests: int = 0
+    bytes: int = 0
+
+
+class RemoteFile:
+    """A read-only object addressed like a file: ``size`` and ``pread``, by ranged GETs."""
+
+    def __init__(
+        self, url: str, *, tail_bytes: int = TAIL_BYTES, readahead: int = 0, store: Any = None
+    ) -> None:
+        self.url = url
+        self.readahead = readahead
+        """With ``readahead`` > 0, a read that misses fetches at least that many bytes and
+        keeps them (sequential scans such as ``verify``: one request per ``readahead``)."""
+        self._ra: tuple[int, bytes] = (0, b"")
+        self.bucket, self.key = split_url(url)
+        self._store = store or store_for(self.bucket)
+        self.stats = RequestStats()
+        self._spans: list[tuple[int, bytes]] = []
+        import obstore  # noqa: PLC0415
+
+        self._obstore = obstore
+        try:
+            got = obstore.get(self._store, self.key, options={"range": {"suffix": tail_bytes}})
+            tail = bytes(got.bytes())
+        except Exception as exc:  # obstore raises many kinds; all become RemoteError
+            raise _fail(url, exc) from None
+        self.stats.requests += 1
+        self.stats.bytes += len(tail)
+        self.size: int = int(got.meta["size"])
+        self.etag: str | None = got.meta.get("e_tag")
+        self._spans.append((self.size - len(tail), tail))
+        if self.size > len(tail):
+            self.prefetch(0, min(HEAD_BYTES, self.size - len(tail)))
+
+    def _cached(self, size: int, offset: int) -> bytes | None:
+        for start, data in (*self._spans, self._ra):
+            if start <= offset and offset + size <= start + len(data):
+                return data[offset - start : offset - start + size]
+        return None
+
+    def _get(self, start: int, end: int) -> bytes:
+        try:
+            data = bytes(self._obstore.get_range(self._store, self.key, start=start, end=end))
+        except Exception as exc:
+            raise _fail(self.url, exc) from None
+        self.stats.requests += 1
+        self.stats.bytes += len(data)
+        return data
+
+    def prefetch(self, offset: int, size: int) -> None:
+        """Fetch ``[offset, offset + size)`` in one request and keep it (tables, the header)."""
+        end = min(self.size, offset + size)
+        if end > offset and self._cached(end - offset, offset) is None:
+            self._spans.append((offset, self._get(offset, end)))
+
+    def pread(self, size: int, offset: int) -> bytes:
+        """Up to ``size`` bytes at ``offset`` (fewer only at the end), like ``os.pread``."""
+        size = max(0, min(size, self.size - offset))
+        if size == 0:
+            return b""
+        hit = self._cached(size, offset)
+        if hit is not None:
+            return hit
+        if self.readahead > size:
+            end = min(self.size, offset + self.readahead)
+            self._ra = (offset, self._get(offset, end))
+            return self._ra[1][:size]
+        return self._get(offset, offset + size)
+
+    def close(self) -> None:
+        """Drop the cached spans."""
+        self._spans.clear()
+
+
+def cached_path(url: str, cache_dir: str | os.PathLike[str]) -> Path:
+    """A local copy of ``url`` in ``cache_dir``, downloaded once (atomically).
+
+    The copy is named by a hash of the URL and the object's ETag, so a changed
+    object is fetched again; one HEAD request checks that on every call.
+    """
+    bucket, key = split_url(url)
+    store = store_for(bucket)
+    import obstore  # noqa: PLC0415
+
+    try:
+        meta = obstore.head(store, key)
+    except Exception as exc:
+        raise _fail(url, exc) from None
+    tag = hashlib.sha256(f"{url}\0{meta.get('e_tag')}".encode()).hexdigest()[:32]
+    root = Path(cache_dir)
+    root.mkdir(parents=True, exist_ok=True)
+    final = root / f"{tag}-{Path(key).name}"
+    if final.is_file() and final.stat().st_size == meta["size"]:
+        return final
+    tmp = root / f".{final.name}.{os.getpid()}.{threading.get_ident()}.part"
+    try:
+        result = obstore.get(store, key)
+        with tmp.open("wb") as f:
+            for chunk in result:
+                f.write(chunk)
+            f.flush()
+            os.fsync(f.fileno())
+        if tmp.stat().st_size != meta["size"]:
+            raise RemoteError(
+                url, f"downloaded {tmp.stat().st_size} bytes, the store says {meta['size']}"
+            )
+        tmp.replace(final)
+    except RemoteError:
+        raise
+    except Exception as exc:
+        raise _fail(url, exc) from None
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+    return final
+
+
+def list_urls(pattern: str) -> list[str]:
+    """The objects matching ``s3://bucket/prefix/*.hf`` (a glob in the last component), sorted."""
+    import fnmatch  # noqa: PLC0415
+
+    bucket, key = split_url(pattern)
+    prefix, _, glob = key.rpartition("/")
+    if not any(ch in glob for ch in "*?["):
+        return [pattern]
+    store = store_for(bucket)
+    import obstore  # noqa: PLC0415
+
+    try:
+        names = [
+            obj["path"] for batch in obstore.list(store, prefix=prefix or None) for obj in batch
+        ]
+    except Exception as exc:
+        raise _fail(pattern, exc) from None
+    base = f"{prefix}/" if prefix else ""
+    return sorted(
+        f"s3://{bucket}/{n}"
+        for n in names
+        if n.startswith(base)
+        and "/" not in n[len(base) :]
+        and fnmatch.fnmatch(n[len(base) :], glob)
+    )

@@ -1,0 +1,80 @@
+"""Pure upload logic: which segment goes first, where it goes, how long to wait.
+
+No I/O here: the service feeds in what it listed and the clock it reads.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import fnmatch
+import random
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+
+__all__ = ["Candidate", "object_key", "order", "backoff_s", "TokenBucket"]
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """A finalized segment waiting to be uploaded."""
+
+    name: str
+    vehicle: str
+    start: dt.datetime  # UTC start from the segment name
+    seq: int
+    size: int
+
+
+def object_key(prefix: str, vehicle: str, start: dt.datetime, name: str) -> str:
+    """``PREFIX/VEHICLE/YYYY-MM-DD/NAME`` (no leading slash; an empty prefix is left out)."""
+    parts = [p for p in prefix.strip("/").split("/") if p]
+    return "/".join([*parts, vehicle, f"{start:%Y-%m-%d}", name])
+
+
+def order(
+    candidates: Sequence[Candidate],
+    protected: Collection[str] = (),
+    priority_glob: str | None = None,
+) -> list[Candidate]:
+    """Upload order: segments that events protect (or that match ``priority_glob``) first,
+    then everything else; oldest first within each group (start time, then sequence)."""
+
+    def first(c: Candidate) -> bool:
+        return c.name in protected or bool(priority_glob and fnmatch.fnmatch(c.name, priority_glob))
+
+    return sorted(candidates, key=lambda c: (not first(c), c.start, c.seq))
+
+
+def backoff_s(
+    attempt: int, *, base_s: float = 1.0, cap_s: float = 300.0, rng: random.Random | None = None
+) -> float:
+    """Exponential backoff with full jitter: uniform in ``[0, min(cap, base * 2**attempt)]``.
+
+    ``attempt`` counts consecutive failures from 0. Full jitter keeps a fleet
+    that lost its depot link at the same moment from retrying in lockstep.
+    """
+    ceiling = min(cap_s, base_s * 2.0 ** min(attempt, 62))
+    return (rng or random).uniform(0.0, ceiling)
+
+
+class TokenBucket:
+    """A bandwidth cap: :meth:`delay` says how long to wait before sending ``n`` bytes.
+
+    ``rate`` bytes per second, bursts of at most ``burst`` bytes (default: one
+    second's worth). ``rate=None`` never waits. The clock is passed in.
+    """
+
+    def __init__(self, rate: float | None, burst: float | None = None, now: float = 0.0) -> None:
+        self.rate = rate
+        self.burst = burst if burst is not None else (rate or 0.0)
+        self._tokens = self.burst
+        self._t = now
+
+    def delay(self, n: int, now: float) -> float:
+        """Take ``n`` bytes' worth of tokens; the seconds to sleep before sending them."""
+        if self.rate is None:
+            return 0.0
+        self._tokens = min(self.burst, self._tokens + (now - self._t) * self.rate)
+        self._t = now
+        self._tokens -= n
+        return 0.0 if self._tokens >= 0 else -self._tokens / self.rate

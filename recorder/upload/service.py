@@ -1,0 +1,259 @@
+"""The upload loop: list, order, check ``when``, upload, verify, mark, maybe delete.
+
+Runs in the foreground (``hyperframes upload``, the ``hyperframes-upload``
+unit) or once (``--once``). Nothing is lost on any failure: a segment stays
+where it is, unmarked, until its upload has been verified; the next attempt
+resumes or starts over. Consecutive failures back off exponentially with
+full jitter up to ``retry_max_s``; failures that retrying soon cannot fix
+(wrong credentials, a missing bucket) wait the longest at once, so a
+misconfigured box does not hammer its depot.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import random
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from hyperframes._io import fsync_dir
+from recorder.config import VehicleConfig
+from recorder.segments import list_segments, parse_segment_name
+from recorder.upload.config import UploadConfig
+from recorder.upload.dest import Destination, Job
+from recorder.upload.errors import UploadError
+from recorder.upload.marks import MarkStore
+from recorder.upload.plan import Candidate, TokenBucket, backoff_s, object_key, order
+from recorder.upload.stats import UploadStats
+from recorder.upload.sums import file_sums
+
+__all__ = ["UploadService", "make_destination", "protected_segments"]
+
+_log = logging.getLogger("recorder.upload")
+_WHEN_TIMEOUT_S = 30.0
+
+
+class _Stopping(Exception):
+    """The service was asked to stop in the middle of an upload."""
+
+
+def make_destination(up: UploadConfig, marks: MarkStore) -> tuple[Destination, str]:
+    """The destination for ``up.dest`` and the key prefix inside it."""
+    if up.is_s3:
+        from recorder.upload.s3 import S3Dest  # noqa: PLC0415 - boto3 only for s3://
+
+        dest = S3Dest(up.dest, up.s3, marks, up.part_bytes)
+        return dest, dest.prefix
+    from recorder.upload.local import LocalDest  # noqa: PLC0415
+
+    return LocalDest(up.dest), ""
+
+
+def protected_segments(output_dir: Path) -> set[str]:
+    """Segments that events protect, when the recorder keeps an event log (else none)."""
+    try:
+        from recorder import events  # type: ignore[attr-defined]  # noqa: PLC0415
+    except ImportError:
+        return set()
+    names = getattr(events, "protected_segment_names", None)
+    return set(names(output_dir)) if names is not None else set()
+
+
+class UploadService:
+    """Uploads the finalized segments of one vehicle's output directory."""
+
+    def __init__(
+        self,
+        cfg: VehicleConfig,
+        upload: UploadConfig,
+        *,
+        dest: Destination | None = None,
+        stats: UploadStats | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.cfg = cfg
+        self.up = upload
+        self.marks = MarkStore(cfg.output_dir)
+        if dest is None:
+            dest, self.prefix = make_destination(upload, self.marks)
+        else:
+            self.prefix = getattr(dest, "prefix", "")
+        self.dest = dest
+        self.stats = stats or UploadStats()
+        self._stop = threading.Event()
+        self._bucket = TokenBucket(upload.bandwidth_bytes_s, now=time.monotonic())
+        self._rng = rng or random.Random()
+        self._failures = 0
+        self._last_persistent = False
+        self.beat = time.monotonic()
+        """Last sign of progress (for the watchdog thread)."""
+
+    # --- control -------------------------------------------------------------
+
+    def stop(self) -> None:
+        """Ask the loop to stop (after the current chunk; the upload resumes next time)."""
+        self._stop.set()
+
+    @property
+    def stopping(self) -> bool:
+        """Whether :meth:`stop` was called."""
+        return self._stop.is_set()
+
+    def _pace(self, n: int) -> None:
+        if self._stop.is_set():
+            raise _Stopping()
+        delay = self._bucket.delay(n, time.monotonic())
+        if delay > 0 and self._stop.wait(delay):
+            raise _Stopping()
+        self.stats.sent_bytes += n
+        self.beat = time.monotonic()
+
+    # --- one pass ------------------------------------------------------------
+
+    def pending(self) -> list[Candidate]:
+        """Finalized segments not yet marked uploaded, in upload order."""
+        done = self.marks.uploaded_names()
+        found = []
+        for path in list_segments(self.cfg.output_dir, self.cfg.vehicle_id):
+            if path.name in done:
+                continue
+            name = parse_segment_name(path.name)
+            if name is None:  # pragma: no cover - list_segments parsed it already
+                continue
+            try:
+                size = path.stat().st_size
+            except FileNotFoundError:
+                continue
+            found.append(Candidate(path.name, name.vehicle, name.start, name.seq, size))
+        ordered = order(found, protected_segments(self.cfg.output_dir), self.up.priority_glob)
+        self.stats.backlog_segments = len(ordered)
+        self.stats.backlog_bytes = sum(c.size for c in ordered)
+        self.stats.oldest_pending_start = (
+            min(c.start for c in ordered).timestamp() if ordered else None
+        )
+        return ordered
+
+    def allowed(self) -> bool:
+        """Whether ``upload.when`` allows uploading now (its command exits 0)."""
+        if self.up.when is None:
+            return True
+        try:
+            rc = subprocess.run(
+                self.up.when,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                timeout=_WHEN_TIMEOUT_S,
+                check=False,
+            ).returncode
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            _log.warning(
+                "upload.when %s failed to run: %s; not uploading now", self.up.when[0], exc
+            )
+            rc = -1
+        ok = rc == 0
+        if ok != self.stats.allowed:
+            _log.info("upload.when now says %s", "go" if ok else f"not now (exit {rc})")
+        self.stats.allowed = ok
+        return ok
+
+    def upload_one(self, c: Candidate) -> bool:
+        """Upload, verify and mark one segment; ``False`` when it vanished first."""
+        path = Path(self.cfg.output_dir) / c.name
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+        except FileNotFoundError:
+            self.stats.vanished += 1
+            _log.warning("%s was deleted before its upload (disk policy?); skipped", c.name)
+            return False
+        except OSError as exc:
+            raise UploadError("io", f"{path}: {exc.strerror or exc}") from None
+        t0 = time.monotonic()
+        try:
+            try:
+                sums = file_sums(fd, self.up.part_bytes)
+            except OSError as exc:
+                raise UploadError("io", f"{path}: {exc}") from None
+            key = object_key(self.prefix, c.vehicle, c.start, c.name)
+            doc = self.dest.upload(Job(path, fd, sums, key, self._pace))
+        finally:
+            os.close(fd)
+        self.marks.mark_uploaded(c.name, doc)
+        took = max(time.monotonic() - t0, 1e-6)
+        self.stats.uploaded_segments += 1
+        self.stats.uploaded_bytes += c.size
+        self.stats.last_rate_bytes_s = c.size / took
+        _log.info(
+            "uploaded %s (%.1f MB in %.1f s) to %s, verified (%s)",
+            c.name,
+            c.size / 1e6,
+            took,
+            doc["url"],
+            doc.get("verified") or doc.get("found") or "sha256",
+        )
+        if self.up.delete_after_upload:
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+                fsync_dir(path.parent)
+                self.stats.deleted_after_upload += 1
+        return True
+
+    def run_once(self) -> int:
+        """One pass over what is there; the number of segments that failed (0: all done).
+
+        A failure ends the pass (the link or the store is the likely cause, and
+        the next segment would fail the same way); the loop backs off.
+        """
+        pending = self.pending()
+        if pending and not self.allowed():
+            return 0
+        for c in pending:
+            if self._stop.is_set():
+                break
+            try:
+                self.upload_one(c)
+            except _Stopping:
+                _log.info("stopping in the middle of %s; it resumes at the next start", c.name)
+                break
+            except UploadError as exc:
+                self.stats.failed(exc.reason, str(exc))
+                log = _log.error if exc.persistent else _log.warning
+                log("upload of %s failed (%s): %s", c.name, exc.reason, exc)
+                self._failures += 1
+                self._last_persistent = exc.persistent
+                self.pending()
+                return 1
+            self._failures = 0
+            self.pending()
+        return 0
+
+    def next_delay(self) -> float:
+        """How long to wait before the next pass."""
+        if self._failures == 0:
+            return self.up.scan_interval_s
+        if getattr(self, "_last_persistent", False):
+            return self.up.retry_max_s * self._rng.uniform(0.5, 1.0)
+        return max(
+            0.5, backoff_s(self._failures - 1, base_s=2.0, cap_s=self.up.retry_max_s, rng=self._rng)
+        )
+
+    def run(self, notify: Any = None) -> None:
+        """Pass after pass until :meth:`stop`; ``notify``: a :class:`recorder.sdnotify.Notifier`."""
+        first = True
+        while not self._stop.is_set():
+            self.run_once()
+            self.beat = time.monotonic()
+            if notify is not None:
+                if first:
+                    notify.ready(self.stats.status_line())
+                    first = False
+                notify.status(self.stats.status_line())
+            delay = self.next_delay()
+            if self._failures:
+                _log.info("retrying in %.0f s", delay)
+            self._stop.wait(delay)

@@ -1,0 +1,96 @@
+"""Reading hyperframe files straight from a real S3 endpoint (moto on loopback)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+from s3_server import S3Unavailable, s3_client, s3_endpoint
+
+from hyperframes.objstore import RemoteError, cached_path, is_url, list_urls, split_url
+from hyperframes.reader import HyperframeReader
+from hyperframes.synth import profile, write_synthetic
+
+pytestmark = pytest.mark.network
+
+
+@pytest.fixture(scope="module")
+def s3(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    try:
+        endpoint = s3_endpoint()
+        url = endpoint.__enter__()
+    except S3Unavailable as exc:
+        pytest.skip(str(exc))
+    saved = dict(os.environ)
+    os.environ.update(AWS_ENDPOINT_URL=url, AWS_ACCESS_KEY_ID="t", AWS_SECRET_ACCESS_KEY="t",
+                      AWS_REGION="us-east-1")  # fmt: skip
+    local = tmp_path_factory.mktemp("s3") / "demo.hf"
+    write_synthetic(str(local), profile("demo"), 2.0, seed=3)
+    client = s3_client(url, "t", "t")
+    client.create_bucket(Bucket="fleet")
+    for name in ("a.hf", "b.hf"):
+        client.upload_file(str(local), "fleet", f"drive/{name}")
+    client.put_object(Bucket="fleet", Key="drive/notes.txt", Body=b"x")
+    yield url, local
+    os.environ.clear()
+    os.environ.update(saved)
+    endpoint.__exit__(None, None, None)
+
+
+def test_url_helpers() -> None:
+    assert is_url("s3://b/k.hf") and not is_url("/data/k.hf") and not is_url(Path("s3:/b"))
+    assert split_url("s3://b/x/y.hf") == ("b", "x/y.hf")
+    with pytest.raises(ValueError, match="no bucket"):
+        split_url("s3:///k")
+
+
+def test_reader_over_s3_matches_the_local_file(s3: Any) -> None:
+    _, local = s3
+    with HyperframeReader(local) as lr, HyperframeReader("s3://fleet/drive/a.hf") as rr:
+        assert rr.remote is not None and rr.remote.stats.requests <= 3  # tail, head, trailer
+        opened = rr.remote.stats.requests
+        assert rr.frame_count == lr.frame_count and rr.window_count() == lr.window_count()
+        k = lr.window_count() // 2
+        before = rr.remote.stats.requests
+        got, want = rr.get_window(k), lr.get_window(k)
+        assert rr.remote.stats.requests - before == 1  # one window, one ranged GET
+        assert want.frames.keys() == got.frames.keys()
+        for sid in want.frames:
+            for f, g in zip(want[sid], got[sid], strict=True):
+                assert f.timestamp_ns == g.timestamp_ns
+                assert f.tobytes() == g.tobytes()
+        name = next(iter(lr.streams.values())).name
+        t = int(lr.timestamps(name)[3])
+        assert rr.read(name, t).tobytes() == lr.read(name, t).tobytes()
+        assert opened <= 3 and rr.name == "s3://fleet/drive/a.hf"
+
+
+def test_missing_object_and_listing(s3: Any) -> None:
+    with pytest.raises(RemoteError, match="no such object"):
+        HyperframeReader("s3://fleet/drive/nope.hf")
+    assert list_urls("s3://fleet/drive/*.hf") == ["s3://fleet/drive/a.hf", "s3://fleet/drive/b.hf"]
+    assert list_urls("s3://fleet/drive/a.hf") == ["s3://fleet/drive/a.hf"]
+
+
+def test_cached_copy_is_downloaded_once(s3: Any, tmp_path: Path) -> None:
+    _, local = s3
+    p1 = cached_path("s3://fleet/drive/b.hf", tmp_path)
+    assert p1.read_bytes() == local.read_bytes()
+    mtime = p1.stat().st_mtime_ns
+    assert cached_path("s3://fleet/drive/b.hf", tmp_path) == p1 and p1.stat().st_mtime_ns == mtime
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+
+
+def test_readahead_makes_a_scan_one_request_per_chunk(s3: Any) -> None:
+    from hyperframes.objstore import RemoteFile
+
+    _, local = s3
+    data = local.read_bytes()
+    rf = RemoteFile("s3://fleet/drive/a.hf", tail_bytes=4096, readahead=256 << 10)
+    opened = rf.stats.requests
+    got = b"".join(rf.pread(1000, off) for off in range(0, rf.size, 1000))
+    assert got == data
+    inside = rf.size - 4096 - (64 << 10)  # bytes neither in the tail nor in the head span
+    assert rf.stats.requests - opened <= inside // (256 << 10) + 2
