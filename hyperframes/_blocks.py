@@ -25,7 +25,7 @@ from hyperframes._checks import (
     window_id_problem,
 )
 from hyperframes._crc import crc32c
-from hyperframes._io import file_size, pread_exact
+from hyperframes._io import Fd, file_size, pread_exact
 from hyperframes._meta import Meta
 from hyperframes._structure import read_header, read_meta
 from hyperframes.errors import CorruptFileError
@@ -61,7 +61,7 @@ class BlockScan:
 
 
 def scan_blocks(
-    fd: int, path: str, check_payloads: bool = True, max_frame_bytes: int = 1 << 30
+    fd: Fd, path: str, check_payloads: bool = True, max_frame_bytes: int = 1 << 30
 ) -> BlockScan:
     """Walk the window blocks of ``fd`` from DataOffset; pure reading.
 
@@ -175,7 +175,7 @@ def _entries_problem(
 
 
 def _payloads_problem(
-    fd: int, ent: np.ndarray, streams: dict[int, StreamInfo], max_frame_bytes: int
+    fd: Fd, ent: np.ndarray, streams: dict[int, StreamInfo], max_frame_bytes: int
 ) -> str | None:
     """Every payload of a block matches its CRC32C, decodes and fits its stream, or why not."""
     for e in ent.tolist():

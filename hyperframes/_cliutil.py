@@ -75,6 +75,13 @@ _OS_FIX = {
 }
 
 
+def input_path(text: str) -> str | os.PathLike[str]:
+    """An argparse ``type`` for inputs that may be files or ``s3://`` URLs (kept as text)."""
+    from pathlib import Path  # noqa: PLC0415
+
+    return text if text.startswith("s3://") else Path(text)
+
+
 def error_line(exc: BaseException) -> str:
     """One line saying what went wrong with what, for ``error: ...``."""
     if isinstance(exc, KeyError) and exc.args:

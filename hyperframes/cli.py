@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -26,6 +27,7 @@ from hyperframes._cliutil import (
     EXIT_FAILED,
     EXIT_USAGE,
     CommandError,
+    input_path,
     progress,
     progress_done,
     run_handler,
@@ -52,7 +54,7 @@ def _info(args: argparse.Namespace) -> int:
     return 0
 
 
-def _info_doc(path: Path) -> dict[str, Any]:
+def _info_doc(path: str | os.PathLike[str]) -> dict[str, Any]:
     with HyperframeReader(path, verify=False) as r:
         idx = r.index
         quarantine = r.quarantine()
@@ -74,7 +76,7 @@ def _info_doc(path: Path) -> dict[str, Any]:
             )
         doc: dict[str, Any] = {
             "path": str(path),
-            "file_bytes": r.path.stat().st_size,
+            "file_bytes": r.file_size,
             "metadata": r.metadata.to_dict(),
             "window_ns": r.window_ns,
             "windows": r.window_count(),
@@ -124,7 +126,7 @@ def _plural(n: int, noun: str) -> str:
 def _verify(args: argparse.Namespace) -> int:
     bad = missing = 0
     for path in args.files:
-        if not path.is_file():
+        if not isinstance(path, str) and not path.is_file():
             missing += 1
             what = "is not a file" if path.exists() else "does not exist"
             print(f"error: {path}: {what} (check the path)", file=sys.stderr)
@@ -222,7 +224,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("info", help="summarise files: streams, windows, frames, sizes")
-    p.add_argument("files", nargs="+", type=Path, metavar="FILE")
+    p.add_argument("files", nargs="+", type=input_path, metavar="FILE", help="a file or s3:// URL")
     p.add_argument(
         "--json",
         action="store_true",
@@ -231,7 +233,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(handler=_info)
 
     p = sub.add_parser("verify", help="check structure and every checksum; exit 1 on a problem")
-    p.add_argument("files", nargs="+", type=Path, metavar="FILE")
+    p.add_argument("files", nargs="+", type=input_path, metavar="FILE", help="a file or s3:// URL")
     p.add_argument("-q", "--quiet", action="store_true", help="print problems only")
     p.set_defaults(handler=_verify)
 

@@ -33,6 +33,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, Final
 
+from hyperframes._install import install_hint
 from hyperframes.errors import HyperframesError
 
 __all__ = ["is_url", "split_url", "RemoteFile", "RemoteError", "cached_path", "list_urls"]
@@ -87,7 +88,7 @@ def store_for(bucket: str) -> Any:
         except ImportError:
             raise RemoteError(
                 f"s3://{bucket}",
-                "reading s3:// needs obstore: pip install 'hyperframes-sensors[s3]'",
+                f"reading s3:// needs obstore: {install_hint('s3')}",
             ) from None
         region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
         backoff = {"init_backoff": timedelta(milliseconds=100), "max_backoff": timedelta(seconds=5),

@@ -222,7 +222,8 @@ class HyperframeReader:
         else:
             self._fd = os.open(self._name, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
         try:
-            if stat.S_ISDIR(os.fstat(self._fd).st_mode):  # else a nameless EISDIR on read
+            if isinstance(self._fd, int) and stat.S_ISDIR(os.fstat(self._fd).st_mode):
+                # else a nameless EISDIR on read
                 raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), self._name)
             self._s: Structure = load_structure(self._fd, self._name, windows=False)
         except BaseException:
@@ -537,6 +538,11 @@ class HyperframeReader:
     def name(self) -> str:
         """The path or URL this reader was opened with."""
         return self._name
+
+    @property
+    def file_size(self) -> int:
+        """The file's (or object's) size in bytes."""
+        return self._s.file_size
 
     def close(self) -> None:
         """Close the file descriptor (or drop a remote object's cached spans)."""

@@ -11,7 +11,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from hyperframes._cliutil import progress, progress_done
+from hyperframes._cliutil import input_path, progress, progress_done
 from hyperframes.mcap.errors import MissingExtraError
 
 __all__ = ["register", "parse_mapping"]
@@ -98,7 +98,8 @@ def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "export", help="write hyperframe files as one MCAP file (opens in Foxglove)"
     )
-    p.add_argument("files", nargs="+", type=Path, metavar="FILE", help="consecutive segments")
+    p.add_argument("files", nargs="+", type=input_path, metavar="FILE",
+                   help="consecutive segments (files or s3:// URLs)")  # fmt: skip
     p.add_argument("--mcap", required=True, type=Path, metavar="OUT.mcap", help="output file")
     p.add_argument("--streams", nargs="+", metavar="NAME", help="streams to export (default all)")
     p.add_argument(

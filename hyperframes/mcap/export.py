@@ -121,7 +121,7 @@ def _stream_table(
         for s in r.streams.values():
             seen = table.get(s.name)
             if seen is None:
-                table[s.name] = (s, str(r.path))
+                table[s.name] = (s, r.name)
                 continue
             a, where = seen
             if (a.kind, a.encoding, a.dtype, a.shape) != (s.kind, s.encoding, s.dtype, s.shape):
@@ -135,7 +135,7 @@ def _stream_table(
     unknown = [n for n in names if n not in table]
     if unknown:
         raise UnknownStreamError(
-            readers[0].path if len(readers) == 1 else ", ".join(str(r.path) for r in readers),
+            readers[0].name if len(readers) == 1 else ", ".join(r.name for r in readers),
             f"no stream {', '.join(map(repr, unknown))}; streams: {', '.join(table)}",
         )
     return {n: table[n][0] for n in names}

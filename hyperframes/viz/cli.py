@@ -11,6 +11,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from hyperframes._cliutil import input_path
+
 __all__ = ["register"]
 
 
@@ -50,7 +52,8 @@ def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "plot", help="timeline of a recording: frames, windows, gaps, late/quarantined frames"
     )
-    p.add_argument("files", nargs="+", type=Path, metavar="FILE", help="consecutive segments")
+    p.add_argument("files", nargs="+", type=input_path, metavar="FILE",
+                   help="consecutive segments (files or s3:// URLs)")  # fmt: skip
     p.add_argument("-o", "--output", type=Path, default=Path("timeline.png"),
                    help="PNG to write (default timeline.png)")  # fmt: skip
     p.add_argument("--streams", nargs="+", metavar="NAME", help="streams to show (default all)")
@@ -72,7 +75,7 @@ def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "show", help="contact sheet of one window: cameras, lidar from above, IMU traces"
     )
-    p.add_argument("file", type=Path, metavar="FILE")
+    p.add_argument("file", type=input_path, metavar="FILE", help="a file or s3:// URL")
     p.add_argument(
         "--window",
         type=int,

@@ -112,7 +112,7 @@ def facts_from_reader(reader: HyperframeReader) -> RecordingFacts:
         for q in reader.quarantine()
     )
     return RecordingFacts(
-        path=str(reader.path),
+        path=reader.name,
         window_ns=reader.window_ns,
         start_ns=reader.start_ns,
         end_ns=reader.end_ns,

@@ -207,9 +207,7 @@ def parse_upload(data: object) -> UploadConfig:
     has_secret = s.has("secret_access_key") or s.has("secret_access_key_file")
     if has_secret != s.has("access_key_id"):
         raise ConfigError(s.key("access_key_id"), "access_key_id and a secret key go together")
-    secret = s.data.get("secret_access_key")
-    if secret is not None and not isinstance(secret, str):
-        raise ConfigError(s.key("secret_access_key"), "must be a string")
+    secret = s.get("secret_access_key", v.secret, None)
     metrics_port, metrics_host = None, "127.0.0.1"
     if s.has("metrics"):
         m = Section(s.data["metrics"], "upload.metrics", ("enabled", "host", "port"))

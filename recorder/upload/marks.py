@@ -20,7 +20,7 @@ import stat
 from pathlib import Path
 from typing import Any, Final
 
-from hyperframes._io import fsync_dir
+from hyperframes._io import fsync_dir, safe_dir, write_atomic
 
 __all__ = ["UPLOADED_DIR", "STATE_DIR", "MarkStore", "uploaded_names"]
 
@@ -30,30 +30,9 @@ _MAX_DOC: Final = 1 << 20  # a mark is a few hundred bytes; a state some KB per 
 _log = logging.getLogger(__name__)
 
 
-def _safe_dir(path: Path) -> Path:
-    """Create ``path`` (0750) or accept it only when it is a real directory, not a link."""
-    with contextlib.suppress(FileExistsError):
-        path.mkdir(mode=0o750)
-    st = path.lstat()
-    if not stat.S_ISDIR(st.st_mode):
-        raise OSError(f"{path} is not a directory (a link or a file): refusing to use it")
-    return path
-
-
 def _write_doc(directory: Path, name: str, doc: dict[str, Any]) -> None:
-    data = json.dumps(doc, sort_keys=True).encode()
-    tmp = directory / f".{name}.{os.getpid()}.tmp"
-    with contextlib.suppress(FileNotFoundError):
-        tmp.unlink()  # our own leftover from a crash (pid reuse)
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
-    fd = os.open(tmp, flags, 0o640)
-    try:
-        os.write(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, directory / name)  # rename never follows a link at the target
-    fsync_dir(directory)
+    # a new file created without following links, fsynced, renamed, the directory fsynced
+    write_atomic(safe_dir(directory) / name, json.dumps(doc, sort_keys=True).encode(), 0o640)
 
 
 def _read_doc(path: Path) -> dict[str, Any] | None:
@@ -92,7 +71,7 @@ class MarkStore:
 
     def mark_uploaded(self, segment: str, doc: dict[str, Any]) -> None:
         """Durably record that ``segment`` was uploaded and verified (``doc``: where, sums)."""
-        _write_doc(_safe_dir(self.output_dir / UPLOADED_DIR), _doc_name(segment), doc)
+        _write_doc(self.output_dir / UPLOADED_DIR, _doc_name(segment), doc)
 
     def uploaded(self, segment: str) -> dict[str, Any] | None:
         """The mark of ``segment``, or ``None``."""
@@ -109,7 +88,7 @@ class MarkStore:
 
     def save_state(self, segment: str, doc: dict[str, Any]) -> None:
         """Durably record a multipart upload in progress."""
-        _write_doc(_safe_dir(self.output_dir / STATE_DIR), _doc_name(segment), doc)
+        _write_doc(self.output_dir / STATE_DIR, _doc_name(segment), doc)
 
     def state(self, segment: str) -> dict[str, Any] | None:
         """The saved multipart state of ``segment``, or ``None``."""

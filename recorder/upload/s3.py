@@ -23,6 +23,7 @@ import logging
 import os
 from typing import Any
 
+from hyperframes._install import install_hint
 from recorder.upload.config import S3Settings, split_s3_url
 from recorder.upload.dest import Job, mark_doc
 from recorder.upload.errors import UploadError
@@ -42,7 +43,7 @@ _AUTH = {
     "UnrecognizedClientException",
     "AuthorizationHeaderMalformed",
 }
-_INSTALL = "pip install 'hyperframes-sensors[upload]'"
+_INSTALL = install_hint("upload")
 
 
 def make_client(settings: S3Settings) -> Any:

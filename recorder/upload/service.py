@@ -22,7 +22,10 @@ from pathlib import Path
 from typing import Any
 
 from hyperframes._io import fsync_dir
+from hyperframes.errors import HyperframesError
+from hyperframes.events import read_event_log
 from recorder.config import VehicleConfig
+from recorder.retention import protected_names
 from recorder.segments import list_segments, parse_segment_name
 from recorder.upload.config import UploadConfig
 from recorder.upload.dest import Destination, Job
@@ -55,13 +58,15 @@ def make_destination(up: UploadConfig, marks: MarkStore) -> tuple[Destination, s
 
 
 def protected_segments(output_dir: Path) -> set[str]:
-    """Segments that events protect, when the recorder keeps an event log (else none)."""
+    """Segments that events protect, from the recorder's event log (none without one)."""
     try:
-        from recorder import events  # type: ignore[attr-defined]  # noqa: PLC0415
-    except ImportError:
+        log = read_event_log(output_dir)
+    except (OSError, HyperframesError) as exc:
+        _log.warning(
+            "event log of %s unreadable (%s): upload order ignores events", output_dir, exc
+        )
         return set()
-    names = getattr(events, "protected_segment_names", None)
-    return set(names(output_dir)) if names is not None else set()
+    return protected_names(log.events, log.segments.values())
 
 
 class UploadService:
