@@ -171,7 +171,7 @@ def load_structure(
     return Structure(h, meta, index, table, file_size)
 
 
-def load_windows(fd: int, path: str, h: Header, file_size: int) -> np.ndarray:
+def load_windows(fd: Fd, path: str, h: Header, file_size: int) -> np.ndarray:
     """The window table of a finalized file, checked (CRC, order, payload ranges)."""
     windows = _table(
         fd,

@@ -43,6 +43,9 @@ HEAD_BYTES: Final = 64 << 10
 _SCHEMES: Final = ("s3://",)
 _stores: dict[tuple[str, str | None], Any] = {}
 _lock = threading.Lock()
+# A store's connection pool and runtime threads do not survive fork (DataLoader workers):
+# a child makes its own stores.
+os.register_at_fork(after_in_child=_stores.clear)
 
 
 class RemoteError(HyperframesError):

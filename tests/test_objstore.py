@@ -94,3 +94,26 @@ def test_readahead_makes_a_scan_one_request_per_chunk(s3: Any) -> None:
     assert got == data
     inside = rf.size - 4096 - (64 << 10)  # bytes neither in the tail nor in the head span
     assert rf.stats.requests - opened <= inside // (256 << 10) + 2
+
+
+def test_dataset_over_a_glob_of_urls_matches_the_local_files(s3: Any) -> None:
+    torch = pytest.importorskip("torch")
+    from hyperframes.torch import HyperframeDataset, collate
+
+    _, local = s3
+    remote = HyperframeDataset("s3://fleet/drive/*.hf", streams=["imu", "lidar_top"])
+    here = HyperframeDataset([local, local], streams=["imu", "lidar_top"])
+    assert len(remote) == len(here) > 0
+
+    def same(a: Any, b: Any) -> bool:
+        if isinstance(a, dict):
+            return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a if k != "file")
+        if isinstance(a, list | tuple):
+            return len(a) == len(b) and all(map(same, a, b))
+        return bool(torch.equal(a, b)) if isinstance(a, torch.Tensor) else bool(a == b)
+
+    for i in (0, len(here) // 2, len(here) - 1):
+        a, b = remote[i], here[i]
+        assert a["file"].startswith("s3://fleet/drive/") and same(a, b)
+    loader = torch.utils.data.DataLoader(remote, batch_size=4, num_workers=2, collate_fn=collate)
+    assert sum(1 for _ in loader) == (len(remote) + 3) // 4

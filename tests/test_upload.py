@@ -211,7 +211,7 @@ def test_marks_directory_that_is_a_link_is_refused(tmp_path: Path) -> None:
     _segment(out, 0, 1000)
     (out / ".uploaded").symlink_to(elsewhere)
     cfg = _cfg(out, {"dest": str(dest)})
-    with pytest.raises(OSError, match="not a directory"):
+    with pytest.raises(OSError, match="symbolic link"):
         UploadService(cfg, cfg.upload).run_once()
     assert not list(elsewhere.iterdir())
 
@@ -396,7 +396,11 @@ def test_s3_upload_killed_mid_file_resumes(s3_url: str, aws_env: None, tmp_path:
         timeout=120,
     )
     assert done.returncode == 0, done.stderr
-    assert f"resuming the upload at {sent_before} of 7 parts" in done.stderr
+    # the store may hold one part more than the state file says: it was in flight at the kill
+    import re
+
+    resumed = re.search(r"resuming the upload at (\d+) of 7 parts", done.stderr)
+    assert resumed and sent_before <= int(resumed[1]) <= sent_before + 1, done.stderr
     body = s3_client(s3_url).get_object(Bucket=bucket, Key=f"r/{VEHICLE}/2026-12-02/{big.name}")
     assert body["Body"].read() == big.read_bytes()
     assert MarkStore(out).uploaded(big.name)["verified"] == "sha256-composite"
@@ -507,3 +511,19 @@ def test_metrics_families_and_status_line() -> None:
     assert fails["auth"] == 1 and fails["network"] == 0
     line = stats.status_line()
     assert "backlog 3 (3.0 MB)" in line and "1 failures" in line and "credentials refused" in line
+
+
+def test_segments_that_events_protect_go_first(tmp_path: Path) -> None:
+    from hyperframes.events import EVENT_LOG_NAME, Event, SegmentSpan, log_line
+
+    out, dest = tmp_path / "out", tmp_path / "nfs"
+    dest.mkdir()
+    segs = [_segment(out, i, 1000) for i in range(4)]
+    spans = [SegmentSpan(p.name, i * 60_000_000_000, (i + 1) * 60_000_000_000)
+             for i, p in enumerate(segs)]  # fmt: skip
+    brake = Event(t_ns=2 * 60_000_000_000 + 30_000_000_000, name="hard_brake", pre_s=5, post_s=5)
+    (out / EVENT_LOG_NAME).write_bytes(b"".join(map(log_line, [*spans, brake])))
+    cfg = _cfg(out, {"dest": str(dest)})
+    assert [c.name for c in UploadService(cfg, cfg.upload).pending()] == [
+        segs[2].name, segs[0].name, segs[1].name, segs[3].name
+    ]  # fmt: skip

@@ -19,6 +19,7 @@ from typing import Literal
 import numpy as np
 
 from hyperframes.drive import Drive
+from hyperframes.objstore import is_url, list_urls
 from hyperframes.reader import HyperframeReader
 from hyperframes.streams import StreamInfo
 from hyperframes.sync import ClockCheck, check_clocks
@@ -93,7 +94,8 @@ class Catalog:
 
 
 def expand_paths(paths: PathsLike) -> list[str]:
-    """Files from a path, a directory (its ``*.hf``), a glob, a drive, or a list of those.
+    """Files from a path, a directory (its ``*.hf``), a glob, a drive, an ``s3://`` URL or a
+    glob of them, or a list of those.
 
     Sorted per item; a :class:`~hyperframes.drive.Drive` gives its readable
     segments in drive order. Raises FileNotFoundError naming a pattern or
@@ -119,7 +121,12 @@ def _expand(paths: PathsLike) -> list[tuple[str, int]]:
             group += 1
             continue
         name = os.fspath(item)
-        if any(c in name for c in "*?["):
+        if is_url(name):  # s3://bucket/key.hf, or a glob of keys under one prefix
+            found = list_urls(name)
+            if not found:
+                raise FileNotFoundError(f"no object matches {name!r}")
+            out += [(f, -1) for f in found]
+        elif any(c in name for c in "*?["):
             found = sorted(glob.glob(name, recursive=True))  # noqa: PTH207 - absolute patterns
             if not found:
                 raise FileNotFoundError(f"no file matches {name!r}")
