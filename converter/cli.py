@@ -51,6 +51,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "summary)",
     )
     p.add_argument("--ledger", type=Path, help="JSON Lines ledger (default OUT/ledger.jsonl)")
+    p.add_argument(
+        "--show-ledger",
+        action="store_true",
+        help="print the ledger of --out (a directory or s3://) as JSON Lines, in order, and exit",
+    )
     p.add_argument("-q", "--quiet", action="store_true", help="failures and the summary only")
     p.add_argument(
         "--check-config",
@@ -82,6 +87,12 @@ def _convert(args: argparse.Namespace) -> int:
     if args.out is None:
         print("error: --out DIR is required", file=sys.stderr)
         return EXIT_USAGE
+    from converter.bucket import as_url  # noqa: PLC0415
+
+    if args.show_ledger or any(as_url(p) for p in (args.out, args.inbox, *args.inputs)):
+        from converter.remote_batch import main as bucket_main  # noqa: PLC0415 - s3:// URLs
+
+        return bucket_main(args, cfg)
     opts = BatchOptions(
         out=args.out,
         config=cfg,

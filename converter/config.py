@@ -94,6 +94,7 @@ class BatchConfig:
     poll_s: float = 5.0  # --watch: seconds between inbox scans
     ray_num_cpus: float = 4.0  # CPUs one Ray task asks for
     ray_max_retries: int = 3  # Ray retries of a task lost to a node or worker failure
+    lease_s: float = 120.0  # bucket inboxes: a converter's claim on an input, renewed while it runs
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,6 +143,7 @@ class ConvertConfig:
             "poll_s": b.poll_s,
             "ray_num_cpus": b.ray_num_cpus,
             "ray_max_retries": b.ray_max_retries,
+            "lease_s": b.lease_s,
         }
         doc["keep"] = list(self.keep)
         return doc
@@ -201,6 +203,7 @@ _BATCH_KEYS = (
     "poll_s",
     "ray_num_cpus",
     "ray_max_retries",
+    "lease_s",
 )
 
 
@@ -253,6 +256,7 @@ def _batch(data: object) -> BatchConfig:
         poll_s=s.get("poll_s", v.number(3600.0), d.poll_s),
         ray_num_cpus=s.get("ray_num_cpus", v.number(1024.0), d.ray_num_cpus),
         ray_max_retries=s.get("ray_max_retries", v.int_in(0, 100), d.ray_max_retries),
+        lease_s=s.get("lease_s", v.number(86_400.0), d.lease_s),
     )
 
 

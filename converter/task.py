@@ -237,6 +237,10 @@ def run_task(request: str, progress: Callable[[int, int, int], None] | None = No
     """Run one request (see :func:`make_request`); returns the outcome as JSON text."""
     req = json.loads(request)
     _inject_fault(req["input"])
+    if req.get("kind") == "bucket":  # an input and output in a bucket (converter.remote_task)
+        from converter.remote_task import run_bucket_task  # noqa: PLC0415
+
+        return run_bucket_task(request, progress)
     try:
         config = parse_config(req["config"])
     except ConverterError as exc:

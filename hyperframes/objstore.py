@@ -41,7 +41,7 @@ __all__ = ["is_url", "split_url", "RemoteFile", "RemoteError", "cached_path", "l
 TAIL_BYTES: Final = 1 << 20
 HEAD_BYTES: Final = 64 << 10
 _SCHEMES: Final = ("s3://",)
-_stores: dict[tuple[str, str | None], Any] = {}
+_stores: dict[tuple[Any, ...], Any] = {}
 _lock = threading.Lock()
 # A store's connection pool and runtime threads do not survive fork (DataLoader workers):
 # a child makes its own stores.
@@ -79,11 +79,16 @@ def _endpoint() -> str | None:
     return None
 
 
-def store_for(bucket: str) -> Any:
-    """The (shared) obstore ``S3Store`` of ``bucket``, configured from the environment."""
+def store_for(bucket: str, **config: str) -> Any:
+    """The (shared) obstore ``S3Store`` of ``bucket``, configured from the environment.
+
+    ``config``: further ``S3Store`` settings (e.g. ``copy_if_not_exists``); each
+    distinct set gets its own store.
+    """
     endpoint = _endpoint()
+    cache_key = (bucket, endpoint, *sorted(config.items()))
     with _lock:
-        store = _stores.get((bucket, endpoint))
+        store = _stores.get(cache_key)
         if store is not None:
             return store
         try:
@@ -111,8 +116,8 @@ def store_for(bucket: str) -> Any:
                 from obstore.auth.boto3 import Boto3CredentialProvider  # noqa: PLC0415
 
                 kwargs["credential_provider"] = Boto3CredentialProvider()
-        store = S3Store(bucket, **kwargs)
-        _stores[(bucket, endpoint)] = store
+        store = S3Store(bucket, **kwargs, **config)
+        _stores[cache_key] = store
         return store
 
 

@@ -80,12 +80,15 @@ def s3_client(url: str, key: str = "test", secret: str = "test"):  # type: ignor
 
 
 class FaultyLink:
-    """A loopback TCP relay to ``target_port``: ``mode`` is ``"up"``, ``"cut"`` or ``"503"``."""
+    """A loopback TCP relay to ``target_port``: ``mode`` is ``"up"``, ``"cut"`` or ``"503"``;
+    ``rate`` throttles what goes to the server, ``seen`` lists the requests passed on."""
 
     def __init__(self, target_port: int) -> None:
         self.target = target_port
         self.mode = "up"
         self.requests = 0
+        self.rate: float | None = None  # bytes/s towards the server while "up"; None: no cap
+        self.seen: list[str] = []  # request lines (METHOD PATH) the relay passed on
         self._sock = socket.create_server(("127.0.0.1", 0))
         self.port = self._sock.getsockname()[1]
         self._closed = False
@@ -133,20 +136,29 @@ class FaultyLink:
             conn.close()
             return
 
-        def pipe(a: socket.socket, b: socket.socket) -> None:
+        def pipe(a: socket.socket, b: socket.socket, to_server: bool = False) -> None:
             with contextlib.suppress(OSError):
                 while self.mode == "up":
                     data = a.recv(65536)
                     if not data:
                         break
-                    b.sendall(data)
+                    if to_server:
+                        head = data[:300].split(b"\r\n", 1)[0].rsplit(b" ", 1)[0]
+                        if head.split(b" ", 1)[0] in (b"GET", b"PUT", b"POST", b"HEAD", b"DELETE"):
+                            self.seen.append(head.decode("latin-1"))
+                        for i in range(0, len(data), 4096):
+                            b.sendall(data[i : i + 4096])
+                            if self.rate:
+                                time.sleep(4096 / self.rate)
+                    else:
+                        b.sendall(data)
             for s in (a, b):
                 with contextlib.suppress(OSError):
                     s.shutdown(socket.SHUT_RDWR)
 
         t = threading.Thread(target=pipe, args=(upstream, conn), daemon=True)
         t.start()
-        pipe(conn, upstream)
+        pipe(conn, upstream, to_server=True)
         t.join(5)
         conn.close()
         upstream.close()

@@ -1,0 +1,325 @@
+"""The converter's object-store I/O: a thin layer over obstore for one bucket.
+
+Everything the bucket batch (:mod:`converter.remote_batch`) and its tasks
+(:mod:`converter.remote_task`) do to a store goes through :class:`Bucket`:
+list, HEAD, streamed download with SHA-256, multipart upload, JSON objects,
+conditional writes, and the one step that publishes an output,
+:meth:`Bucket.copy_if_absent`.
+
+Conditional writes (how a final key is never overwritten) follow
+``HYPERFRAMES_S3_FINAL_COPY`` (validated here):
+
+- ``multipart`` (default): the copy is a one-part multipart upload completed
+  with ``If-None-Match: *``, so the store refuses it atomically when the key
+  exists (Amazon S3, MinIO, Ceph RGW since Squid, moto). Puts that must not
+  replace anything (leases, reason files) send ``If-None-Match: *`` too, and
+  lease renewals ``If-Match: ETAG``.
+- ``header:NAME:VALUE`` or ``header-with-status:NAME:VALUE:STATUS``: a plain
+  copy with a store-specific header (Cloudflare R2:
+  ``header:cf-copy-destination-if-none-match:*``).
+- ``head``: for stores without conditional requests: a HEAD check, then a
+  plain copy/put. Two converters racing in the same instant could then both
+  write; see docs/CONVERTER.md, "Buckets".
+
+Needs the ``s3`` extra (obstore); a missing extra is a
+:class:`~converter.errors.MissingExtraError`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+from converter.errors import ConfigError, ConverterError, MissingExtraError
+
+__all__ = [
+    "FINAL_COPY_ENV",
+    "CHANGED",
+    "BucketError",
+    "KeyExistsError",
+    "LeaseLostError",
+    "Obj",
+    "Bucket",
+    "as_url",
+    "final_copy_mode",
+]
+
+FINAL_COPY_ENV: Final = "HYPERFRAMES_S3_FINAL_COPY"
+_CHUNK: Final = 8 << 20
+CHANGED: Final = "changed since it was listed"
+
+
+class BucketError(ConverterError):
+    """A store request failed (names the object and what the store said)."""
+
+    def __init__(self, url: str, problem: str) -> None:
+        self.url = url
+        self.problem = problem
+        super().__init__(f"{url}: {problem}")
+
+
+class KeyExistsError(BucketError):
+    """A conditional write found the key taken."""
+
+
+class LeaseLostError(BucketError):
+    """A lease this converter held was taken over (it expired) or removed."""
+
+
+@dataclass(frozen=True, slots=True)
+class Obj:
+    """What a listing or a HEAD says about one object."""
+
+    key: str
+    size: int
+    etag: str
+    mtime: float  # seconds since the epoch
+
+
+def as_url(path: object) -> str | None:
+    """``s3://...`` for a command-line value that names one, else None.
+
+    argparse's ``type=Path`` folds ``s3://b/k`` into ``s3:/b/k``; both forms
+    are accepted.
+    """
+    text = os.fspath(path) if isinstance(path, os.PathLike) else path
+    if not isinstance(text, str):
+        return None
+    if text.startswith("s3://"):
+        return text.rstrip("/")
+    if text.startswith("s3:/"):
+        return "s3://" + text[len("s3:/") :].rstrip("/")
+    return None
+
+
+def final_copy_mode() -> str:
+    """The validated ``HYPERFRAMES_S3_FINAL_COPY`` (``multipart`` when unset)."""
+    mode = os.environ.get(FINAL_COPY_ENV, "").strip() or "multipart"
+    if mode in ("multipart", "head"):
+        return mode
+    kind, _, rest = mode.partition(":")
+    if kind == "header" and rest.count(":") >= 1:
+        return mode
+    if kind == "header-with-status" and rest.count(":") >= 2:
+        return mode
+    raise ConfigError(
+        FINAL_COPY_ENV,
+        f"{mode!r} is not a way to copy without overwriting: use multipart (Amazon S3, "
+        "MinIO, Ceph), header:NAME:VALUE or header-with-status:NAME:VALUE:STATUS "
+        "(e.g. Cloudflare R2), or head (a HEAD check; for stores without conditional requests)",
+    )
+
+
+def _obstore() -> Any:
+    try:
+        import obstore  # noqa: PLC0415 - the s3 extra
+    except ImportError:
+        raise MissingExtraError("obstore", "s3", "converting in a bucket (s3:// URLs)") from None
+    return obstore
+
+
+def _mtime(meta: dict[str, Any]) -> float:
+    lm = meta.get("last_modified")
+    return float(lm.timestamp()) if lm is not None else 0.0
+
+
+class Bucket:
+    """One bucket of an S3-compatible store, configured from the ``AWS_*`` environment."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._ob = _obstore()
+        from hyperframes.objstore import store_for  # noqa: PLC0415
+
+        self.mode = final_copy_mode()
+        config = {} if self.mode == "head" else {"copy_if_not_exists": self.mode}
+        self._store = store_for(name, **config)
+
+    def url(self, key: str) -> str:
+        """``s3://BUCKET/KEY``."""
+        return f"s3://{self.name}/{key}"
+
+    def _fail(self, key: str, exc: BaseException) -> BucketError:
+        name = type(exc).__name__
+        text = str(exc).split("\n", 1)[0][:300]
+        if name == "PreconditionError":
+            return BucketError(self.url(key), CHANGED)
+        if name == "AlreadyExistsError":
+            return KeyExistsError(self.url(key), "exists")
+        if isinstance(exc, FileNotFoundError) or name == "NotFoundError":
+            return BucketError(self.url(key), "no such object")
+        if name in ("PermissionDeniedError", "UnauthenticatedError"):
+            return BucketError(self.url(key), f"access refused: {text}")
+        if name == "NotSupportedError":
+            return BucketError(
+                self.url(key),
+                f"the store does not support this request ({text}); "
+                f"set {FINAL_COPY_ENV} for this store (docs/CONVERTER.md, Buckets)",
+            )
+        return BucketError(self.url(key), f"the store failed: {name}: {text}")
+
+    # --- reading -----------------------------------------------------------------
+
+    def list(self, prefix: str) -> list[Obj]:
+        """Every object under ``prefix/`` (recursive), sorted by key."""
+        try:
+            metas = [m for batch in self._ob.list(self._store, prefix=prefix or None) for m in batch]
+        except Exception as exc:
+            raise self._fail(prefix + "/", exc) from None
+        return sorted(
+            (Obj(m["path"], int(m["size"]), str(m.get("e_tag") or ""), _mtime(m)) for m in metas),
+            key=lambda o: o.key,
+        )
+
+    def children(self, prefix: str) -> list[Obj]:
+        """The objects directly under ``prefix/`` (not in deeper "folders")."""
+        base = f"{prefix}/" if prefix else ""
+        return [o for o in self.list(prefix) if "/" not in o.key[len(base) :]]
+
+    def head(self, key: str) -> Obj | None:
+        """The object's metadata, or None when it does not exist."""
+        try:
+            m = self._ob.head(self._store, key)
+        except FileNotFoundError:
+            return None
+        except Exception as exc:
+            if type(exc).__name__ == "NotFoundError":
+                return None
+            raise self._fail(key, exc) from None
+        return Obj(key, int(m["size"]), str(m.get("e_tag") or ""), _mtime(m))
+
+    def _stream(self, key: str, etag: str | None = None) -> tuple[Iterator[Any], dict[str, Any]]:
+        options = {"if_match": etag} if etag else None
+        try:
+            got = self._ob.get(self._store, key, options=options)
+        except Exception as exc:
+            raise self._fail(key, exc) from None
+        return iter(got.stream(min_chunk_size=_CHUNK)), got.meta
+
+    def download(self, key: str, dest: Path, *, etag: str | None = None) -> tuple[Obj, str]:
+        """Stream ``key`` into ``dest`` (fsynced); returns its metadata and SHA-256.
+
+        With ``etag`` the GET is conditional (``If-Match``): the version listed.
+        """
+        chunks, meta = self._stream(key, etag)
+        digest = hashlib.sha256()
+        size = 0
+        try:
+            with dest.open("wb") as f:
+                for chunk in chunks:
+                    view = memoryview(chunk)
+                    digest.update(view)
+                    f.write(view)
+                    size += len(view)
+                f.flush()
+                os.fsync(f.fileno())
+        except BucketError:
+            raise
+        except OSError:
+            raise
+        except Exception as exc:
+            raise self._fail(key, exc) from None
+        if size != int(meta["size"]):
+            raise BucketError(self.url(key), f"read {size} bytes, the store says {meta['size']}")
+        obj = Obj(key, size, str(meta.get("e_tag") or ""), _mtime(meta))
+        return obj, digest.hexdigest()
+
+    def sha256(self, key: str) -> tuple[int, str]:
+        """Re-read ``key`` whole: its size and SHA-256 (the upload check)."""
+        chunks, _meta = self._stream(key)
+        digest = hashlib.sha256()
+        size = 0
+        try:
+            for chunk in chunks:
+                view = memoryview(chunk)
+                digest.update(view)
+                size += len(view)
+        except Exception as exc:
+            raise self._fail(key, exc) from None
+        return size, digest.hexdigest()
+
+    def get_json(self, key: str) -> tuple[dict[str, Any], str] | None:
+        """A JSON object and its ETag, or None when absent or not a JSON object."""
+        try:
+            got = self._ob.get(self._store, key)
+            data = bytes(got.bytes())
+        except FileNotFoundError:
+            return None
+        except Exception as exc:
+            if type(exc).__name__ == "NotFoundError":
+                return None
+            raise self._fail(key, exc) from None
+        try:
+            doc = json.loads(data)
+        except ValueError:
+            return None
+        if not isinstance(doc, dict):
+            return None
+        return doc, str(got.meta.get("e_tag") or "")
+
+    # --- writing -----------------------------------------------------------------
+
+    def upload(self, path: Path, key: str) -> None:
+        """Upload a local file (multipart above 5 MiB; atomic: whole or nothing)."""
+        try:
+            self._ob.put(self._store, key, path)
+        except Exception as exc:
+            raise self._fail(key, exc) from None
+
+    def put_json(self, key: str, doc: dict[str, Any], *, if_absent: bool = False,
+                 if_etag: str | None = None) -> str:  # fmt: skip
+        """Write a JSON object; returns its ETag.
+
+        ``if_absent``: only if the key does not exist (:class:`KeyExistsError`);
+        ``if_etag``: only if the key still has that ETag (:class:`LeaseLostError`).
+        """
+        data = (json.dumps(doc, indent=1, sort_keys=True) + "\n").encode()
+        mode: Any = None
+        if self.mode == "head":
+            if if_absent and self.head(key) is not None:
+                raise KeyExistsError(self.url(key), "exists")
+            if if_etag is not None:
+                now = self.head(key)
+                if now is None or now.etag != if_etag:
+                    raise LeaseLostError(self.url(key), "changed by another converter")
+        elif if_absent:
+            mode = "create"
+        elif if_etag is not None:
+            mode = {"e_tag": if_etag}
+        try:
+            result = self._ob.put(self._store, key, data, mode=mode)
+        except Exception as exc:
+            if type(exc).__name__ in ("PreconditionError", "NotFoundError"):
+                raise LeaseLostError(self.url(key), "changed by another converter") from None
+            raise self._fail(key, exc) from None
+        return str(result.get("e_tag") or "")
+
+    def copy_if_absent(self, src: str, dst: str) -> None:
+        """Copy ``src`` to ``dst`` unless ``dst`` exists (:class:`KeyExistsError`).
+
+        A HEAD check first in every mode (a clear error without a request
+        that fails); then the store's conditional copy (see the module
+        docstring), or in ``head`` mode a plain copy.
+        """
+        if self.head(dst) is not None:
+            raise KeyExistsError(self.url(dst), "exists")
+        try:
+            self._ob.copy(self._store, src, dst, overwrite=self.mode == "head")
+        except Exception as exc:
+            raise self._fail(dst, exc) from None
+
+    def delete(self, key: str) -> None:
+        """Delete ``key`` (no error when it is already gone)."""
+        try:
+            self._ob.delete(self._store, key)
+        except FileNotFoundError:
+            return
+        except Exception as exc:
+            if type(exc).__name__ == "NotFoundError":
+                return
+            raise self._fail(key, exc) from None

@@ -1,0 +1,443 @@
+"""Batch conversion from a bucket: ``hyperframes convert --inbox s3://... --out s3://...``.
+
+The bucket counterpart of :mod:`converter.batch`, with the same guarantees
+and the same engines (the local pool, or Ray tasks that read and write the
+bucket themselves, so the cluster needs no shared disk):
+
+- the inbox is the objects directly under the ``--inbox`` prefix (``*.hf``;
+  a ``*.tmp`` deferred, then failed after ``batch.stale_tmp_s``); named
+  inputs are URLs (globs in the last component allowed);
+- an input whose marker exists is skipped; the ETag marker lets a re-run
+  skip without downloading anything;
+- before a task starts, the batch takes the output name's lease
+  (:mod:`converter.leases`); a name leased by another converter is deferred
+  (in ``--watch``, retried on later scans), so two converters on one inbox
+  convert each input once;
+- each task converts on its worker's own disk and publishes through a
+  staging key (:mod:`converter.remote_task`); at start, and on every scan,
+  the batch deletes staging keys whose owner no longer holds its lease;
+- failed inputs (fault ``input`` or ``verify``) are copied to
+  ``INBOX/failed/NAME`` with ``NAME.reason.json``, then deleted from the inbox;
+- every result is one JSON object under ``OUT/ledger/`` (S3 has no append),
+  named so that key order is time order; :func:`read_ledger` reads them back.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+import socket
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from converter.batch import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, _Ledger, _Stop
+from converter.bucket import Bucket, BucketError, as_url
+from converter.bucket_keys import Layout, ScanEntry, ledger_name, lease_state, scan_objects
+from converter.config import ConvertConfig
+from converter.engines import Engine, Outcome, make_engine
+from converter.errors import ConfigError
+from converter.leases import acquire
+from converter.plan import config_key
+from converter.progress import BatchDisplay, Tally
+from converter.remote_task import make_bucket_request, move_to_failed
+from hyperframes.objstore import list_urls, split_url
+
+__all__ = ["BucketOptions", "run_bucket_batch", "read_ledger", "sweep_staging_keys"]
+
+log = logging.getLogger(__name__)
+
+_LIST_MARKERS_OVER = 20  # new inbox objects in one scan above which markers are listed
+
+
+@dataclass(frozen=True, slots=True)
+class BucketOptions:
+    """What ``hyperframes convert`` was asked to do, with URLs."""
+
+    out: str
+    config: ConvertConfig
+    inputs: tuple[str, ...] = ()
+    inbox: str | None = None
+    watch: bool = False
+    ledger: str | None = None  # an s3:// prefix or a local JSON Lines file; default OUT/ledger/
+    ray: str | None = None
+    quiet: bool = False
+
+
+def _prefix(url: str) -> tuple[str, str]:
+    bucket, key = split_url(url)
+    return bucket, key.strip("/")
+
+
+class _Writer(Protocol):
+    def write(self, doc: dict[str, Any]) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class BucketLedger:
+    """One JSON object per result under a prefix; names sort in writing order."""
+
+    def __init__(self, bucket: Bucket, prefix: str) -> None:
+        self.bucket = bucket
+        self.prefix = prefix
+        self.host = socket.gethostname()
+        self.seq = 0
+
+    def write(self, doc: dict[str, Any]) -> None:
+        """Store one result (a failure to store it is logged, never fatal)."""
+        self.seq += 1
+        name = ledger_name(time.time_ns(), self.host, os.getpid(), self.seq)
+        key = f"{self.prefix}/{name}" if self.prefix else name
+        try:
+            self.bucket.put_json(key, doc)
+        except BucketError as exc:
+            log.error("ledger: %s", exc)
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+
+def read_ledger(url: str) -> list[dict[str, Any]]:
+    """Every result of a bucket ledger (``s3://BUCKET/OUT`` or its ``ledger/`` prefix), in order.
+
+    Order is the objects' key order: the time each was written (UTC,
+    microseconds, by the clock of the converter that wrote it), then host,
+    process and sequence number.
+    """
+    bucket_name, prefix = _prefix(url)
+    if prefix.rpartition("/")[2] != "ledger":
+        prefix = Layout(prefix).ledger_prefix
+    bucket = Bucket(bucket_name)
+    records = []
+    for obj in bucket.list(prefix):
+        if obj.key.endswith(".json"):
+            got = bucket.get_json(obj.key)
+            if got is not None:
+                records.append(got[0])
+    return records
+
+
+def sweep_staging_keys(bucket: Bucket, layout: Layout) -> list[str]:
+    """Delete staging keys whose owner does not hold the output name's lease; returns them.
+
+    A staging key exists only while its owner holds the lease (it is deleted
+    before the lease is released), so a key without its lease belongs to a
+    converter that died; a running peer's keys are left alone.
+    """
+    removed = []
+    now = time.time()
+    for obj in bucket.list(layout.staging_prefix):
+        parsed = layout.parse_staging(obj.key)
+        if parsed is None:
+            continue
+        owner, name = parsed
+        got = bucket.get_json(layout.lease(name))
+        if lease_state(got[0] if got else None, now, owner) == "mine":
+            continue
+        bucket.delete(obj.key)
+        removed.append(bucket.url(obj.key))
+    return removed
+
+
+@dataclass(slots=True)
+class _Item:
+    url: str
+    name: str
+    etag: str | None
+    size: int | None
+    inbox: bool
+    identity: tuple[str, str, int] | None = None
+
+
+@dataclass(slots=True)
+class _State:
+    queue: list[_Item] = field(default_factory=list)
+    running: dict[str, _Item] = field(default_factory=dict)
+    seen: set[tuple[str, str, int]] = field(default_factory=set)
+    deferred_reported: set[tuple[str, str, int]] = field(default_factory=set)
+    names: set[str] = field(default_factory=set)
+
+
+def _check(opts: BucketOptions) -> None:
+    if not opts.inputs and opts.inbox is None:
+        raise ConfigError("", "nothing to convert: give INPUT URLs or --inbox s3://BUCKET/PREFIX")
+    if opts.watch and opts.inbox is None:
+        raise ConfigError("--watch", "needs --inbox s3://BUCKET/PREFIX (the prefix to watch)")
+    for what, url in (("--out", opts.out), ("--inbox", opts.inbox), *(("INPUT", u) for u in opts.inputs)):  # fmt: skip
+        if url is None:
+            continue
+        try:
+            split_url(url)
+        except ValueError as exc:
+            raise ConfigError(what, str(exc)) from None
+    if opts.inbox is not None and _prefix(opts.inbox) == _prefix(opts.out):
+        raise ConfigError("--out", "must not be the inbox (outputs would be converted again)")
+
+
+class _Batch:
+    def __init__(self, opts: BucketOptions, display: BatchDisplay, tally: Tally) -> None:
+        self.opts = opts
+        self.display = display
+        self.tally = tally
+        out_bucket, out_prefix = _prefix(opts.out)
+        self.outb = Bucket(out_bucket)
+        self.inbox: tuple[Bucket, str] | None = None
+        if opts.inbox is not None:
+            ib, ip = _prefix(opts.inbox)
+            self.inbox = (self.outb if ib == out_bucket else Bucket(ib), ip)
+        self.layout = Layout(out_prefix, self.inbox[1] if self.inbox else None)
+        self.key = config_key(opts.config)
+        self.run_id = f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(4)}"
+        self.n = 0
+        self.ledger: _Writer
+        if opts.ledger and as_url(opts.ledger):
+            lb, lp = _prefix(opts.ledger)
+            self.ledger = BucketLedger(self.outb if lb == out_bucket else Bucket(lb), lp)
+        elif opts.ledger:
+            self.ledger = _Ledger(Path(opts.ledger))
+        else:
+            self.ledger = BucketLedger(self.outb, self.layout.ledger_prefix)
+        self.state = _State()
+
+    # --- results -------------------------------------------------------------
+
+    def done(self, outcome: Outcome) -> None:
+        doc = {"time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+               "engine": self.opts.ray or "local", **outcome}  # fmt: skip
+        self.ledger.write(doc)
+        self.tally.add(outcome)
+        self.display.finished(outcome)
+
+    def deferred(self, item: _Item, reason: str) -> None:
+        """Not now: reported once outside ``--watch``; in ``--watch`` tried again later."""
+        if item.identity is not None:
+            if self.opts.watch:  # looked at again on the next scan
+                self.state.seen.discard(item.identity)
+                return
+            if item.identity in self.state.deferred_reported:
+                return
+            self.state.deferred_reported.add(item.identity)
+        self.done({"input": item.url, "status": "deferred", "reason": reason})
+
+    # --- inputs --------------------------------------------------------------
+
+    def named(self) -> None:
+        for pattern in self.opts.inputs:
+            urls = list_urls(pattern)
+            if not urls:
+                self.done({"input": pattern, "status": "failed", "fault": "input",
+                           "reason": f"{pattern}: no object matches"})  # fmt: skip
+            for url in urls:
+                b, k = split_url(url)
+                bucket = self.outb if b == self.outb.name else Bucket(b)
+                obj = bucket.head(k)
+                if obj is None:
+                    self.done({"input": url, "status": "failed", "fault": "input",
+                               "reason": f"{url}: no such object"})  # fmt: skip
+                    continue
+                item = _Item(url, k.rpartition("/")[2], obj.etag, obj.size, inbox=False)
+                self.enqueue([item])
+
+    def scan(self) -> None:
+        if self.inbox is None:
+            return
+        bucket, prefix = self.inbox
+        rows = [(o.key, o.size, o.etag, o.mtime) for o in bucket.children(prefix)]
+        fresh: list[_Item] = []
+        for entry in scan_objects(rows, self.opts.config.batch.stale_tmp_s, time.time()):
+            if entry.identity in self.state.seen:
+                continue
+            item = _Item(bucket.url(entry.key), entry.name, entry.etag, entry.size, True,
+                         entry.identity)  # fmt: skip
+            if entry.action == "defer":
+                self.deferred(item, entry.reason)
+                continue
+            self.state.seen.add(entry.identity)
+            if entry.action == "fail":
+                self.fail_tmp(bucket, entry)
+            else:
+                fresh.append(item)
+        self.enqueue(fresh)
+
+    def fail_tmp(self, bucket: Bucket, entry: ScanEntry) -> None:
+        outcome: Outcome = {"input": bucket.url(entry.key), "status": "failed", "fault": "input",
+                            "reason": entry.reason,
+                            "error": {"error": "NotFinalized", "message": entry.reason,
+                                      "rule": "finalized"}}  # fmt: skip
+        self.display.queued()
+        try:
+            outcome["moved_to"] = move_to_failed(bucket, self.layout, entry.key, outcome)
+        except BucketError as exc:
+            outcome["move_error"] = f"could not move to failed/: {exc}"
+        self.done(outcome)
+
+    def marked(self, items: list[_Item]) -> set[str]:
+        """The names of ETag markers that exist among ``items``' (one LIST, or HEADs)."""
+        keys = {self.layout.etag_marker(i.etag, i.size, self.key) for i in items
+                if i.etag and i.size is not None}  # fmt: skip
+        if len(keys) > _LIST_MARKERS_OVER:
+            return keys & {o.key for o in self.outb.list(self.layout.etag_marker_prefix)}
+        return {k for k in keys if self.outb.head(k) is not None}
+
+    def enqueue(self, items: list[_Item]) -> None:
+        marked = self.marked(items) if items else set()
+        for item in items:
+            self.display.queued()
+            if item.etag and item.size is not None and (
+                self.layout.etag_marker(item.etag, item.size, self.key) in marked
+            ):
+                self.done({"input": item.url, "status": "skipped", "config_key": self.key,
+                           "output": self.outb.url(self.layout.final(item.name)),
+                           "reason": "already converted (marker)"})  # fmt: skip
+                continue
+            if item.name in self.state.names:
+                self.done({"input": item.url, "status": "failed", "fault": "converter",
+                           "reason": f"another input named {item.name} is in this batch; its "
+                           "output would take the same name (convert it in a separate batch)"})  # fmt: skip
+                continue
+            self.state.names.add(item.name)
+            self.state.queue.append(item)
+
+    # --- running -------------------------------------------------------------
+
+    def submit(self, engine: Engine, item: _Item) -> None:
+        self.n += 1
+        owner = f"{self.run_id}-{self.n}"
+        lease_s = self.opts.config.batch.lease_s
+        held = acquire(self.outb, self.layout.lease(item.name), owner, item.name, item.url,
+                       lease_s)  # fmt: skip
+        if held is not None:
+            self.state.names.discard(item.name)
+            until = time.strftime("%H:%M:%S", time.gmtime(float(held.get("expires", 0))))
+            self.deferred(item, f"being converted by {held.get('owner')} (lease until {until} "
+                          "UTC); left for it")  # fmt: skip
+            return
+        request = make_bucket_request(
+            item.url, self.opts.out, self.opts.config, owner=owner, lease_s=lease_s,
+            inbox=self.opts.inbox if item.inbox else None, etag=item.etag,
+        )  # fmt: skip
+        self.state.running[item.url] = item
+        self.display.started(item.url)
+        engine.submit(item.url, request)
+
+    def finished(self, key: str, outcome: Outcome) -> None:
+        outcome.setdefault("input", key)
+        item = self.state.running.pop(key, None)
+        if item is not None:
+            self.state.names.discard(item.name)
+        if outcome.get("status") == "deferred" and item is not None:
+            self.deferred(item, str(outcome.get("reason", "")))
+        else:
+            self.done(outcome)
+
+    def sweep(self) -> None:
+        try:
+            for url in sweep_staging_keys(self.outb, self.layout):
+                log.info("removed the staging key of an interrupted conversion: %s", url)
+        except BucketError as exc:
+            log.warning("staging sweep: %s", exc)
+
+    def loop(self, engine: Engine, stop: _Stop) -> bool:
+        self.named()
+        next_scan = 0.0
+        state = self.state
+        while True:
+            if stop.requested is not None:
+                for key in engine.cancel_all():
+                    self.done({"input": key, "status": "interrupted",
+                               "reason": f"stopped by signal {stop.requested}"})  # fmt: skip
+                return True
+            now = time.monotonic()
+            if self.inbox is not None and now >= next_scan:
+                self.sweep()
+                self.scan()
+                next_scan = now + self.opts.config.batch.poll_s
+            while state.queue and engine.active() < engine.slots:
+                self.submit(engine, state.queue.pop(0))
+            for key, outcome in engine.poll(0.2):
+                self.finished(key, outcome)
+            if not self.opts.watch and not state.queue and engine.active() == 0:
+                return False
+
+
+def run_bucket_batch(opts: BucketOptions, *, display: BatchDisplay | None = None) -> int:
+    """Run a bucket batch (see the module docstring); returns the exit status like
+    :func:`converter.batch.run_batch`."""
+    _check(opts)
+    display = display or BatchDisplay(quiet=opts.quiet)
+    tally = Tally()
+    batch = _Batch(opts, display, tally)
+    batch.sweep()
+    engine = make_engine(opts.ray, opts.config.batch, opts.config.video.encoder, display.progress)
+    try:
+        with display, _Stop() as stop:
+            interrupted = batch.loop(engine, stop)
+    finally:
+        engine.close()
+        batch.ledger.close()
+    display.summary(tally)
+    if interrupted and not opts.watch:
+        return EXIT_INTERRUPTED
+    return EXIT_FAILED if tally.failed else EXIT_OK
+
+
+def _show_ledger(args: Any) -> int:
+    import json  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+
+    from converter.batch import LEDGER_FILE, ledger_records  # noqa: PLC0415
+
+    url = as_url(args.ledger) or as_url(args.out)
+    if url is not None:
+        records = read_ledger(url)
+    else:
+        path = Path(args.ledger or Path(args.out) / LEDGER_FILE)
+        if not path.is_file():
+            raise ConfigError("--out", f"{path}: no ledger there")
+        records = ledger_records(path)
+    for doc in records:
+        sys.stdout.write(json.dumps(doc, sort_keys=True) + "\n")
+    return EXIT_OK
+
+
+def main(args: Any, config: ConvertConfig) -> int:
+    """``hyperframes convert`` when ``--out``, ``--inbox`` or an input is an ``s3://`` URL,
+    or with ``--show-ledger``; errors are one line, like the local batch's."""
+    import sys  # noqa: PLC0415
+
+    from hyperframes.errors import HyperframesError  # noqa: PLC0415
+
+    try:
+        if args.show_ledger:
+            return _show_ledger(args)
+        out = as_url(args.out)
+        inbox = as_url(args.inbox) if args.inbox is not None else None
+        inputs = [as_url(p) for p in args.inputs]
+        local = [what for what, url in (("--out", out), ("--inbox", inbox if args.inbox else ""),
+                                        *(("INPUT", u) for u in inputs)) if url is None]  # fmt: skip
+        if local:
+            raise ConfigError(
+                local[0],
+                "mixes a local path with s3:// URLs: give --out, --inbox and every INPUT "
+                "as s3:// URLs, or all as local paths",
+            )
+        opts = BucketOptions(
+            out=str(out),
+            config=config,
+            inputs=tuple(str(u) for u in inputs),
+            inbox=inbox,
+            watch=args.watch,
+            ledger=None if args.ledger is None else (as_url(args.ledger) or str(args.ledger)),
+            ray=args.ray,
+            quiet=args.quiet,
+        )
+        return run_bucket_batch(opts)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except HyperframesError as exc:  # the store failed or refused (converter errors included)
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_FAILED
