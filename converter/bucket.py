@@ -165,10 +165,12 @@ class Bucket:
 
     # --- reading -----------------------------------------------------------------
 
-    def list(self, prefix: str) -> list[Obj]:
+    def objects(self, prefix: str) -> list[Obj]:
         """Every object under ``prefix/`` (recursive), sorted by key."""
         try:
-            metas = [m for batch in self._ob.list(self._store, prefix=prefix or None) for m in batch]
+            metas = [
+                m for batch in self._ob.list(self._store, prefix=prefix or None) for m in batch
+            ]
         except Exception as exc:
             raise self._fail(prefix + "/", exc) from None
         return sorted(
@@ -179,7 +181,7 @@ class Bucket:
     def children(self, prefix: str) -> list[Obj]:
         """The objects directly under ``prefix/`` (not in deeper "folders")."""
         base = f"{prefix}/" if prefix else ""
-        return [o for o in self.list(prefix) if "/" not in o.key[len(base) :]]
+        return [o for o in self.objects(prefix) if "/" not in o.key[len(base) :]]
 
     def head(self, key: str) -> Obj | None:
         """The object's metadata, or None when it does not exist."""
@@ -271,8 +273,9 @@ class Bucket:
         except Exception as exc:
             raise self._fail(key, exc) from None
 
-    def put_json(self, key: str, doc: dict[str, Any], *, if_absent: bool = False,
-                 if_etag: str | None = None) -> str:  # fmt: skip
+    def put_json(
+        self, key: str, doc: dict[str, Any], *, if_absent: bool = False, if_etag: str | None = None
+    ) -> str:
         """Write a JSON object; returns its ETag.
 
         ``if_absent``: only if the key does not exist (:class:`KeyExistsError`);
@@ -311,7 +314,10 @@ class Bucket:
         try:
             self._ob.copy(self._store, src, dst, overwrite=self.mode == "head")
         except Exception as exc:
-            raise self._fail(dst, exc) from None
+            err = self._fail(dst, exc)
+            if err.problem == "no such object":  # the source: the destination may not exist
+                err = BucketError(self.url(src), err.problem)
+            raise err from None
 
     def delete(self, key: str) -> None:
         """Delete ``key`` (no error when it is already gone)."""

@@ -35,7 +35,7 @@ from typing import Any, Protocol
 
 from converter.batch import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, _Ledger, _Stop
 from converter.bucket import Bucket, BucketError, as_url
-from converter.bucket_keys import Layout, ScanEntry, ledger_name, lease_state, scan_objects
+from converter.bucket_keys import Layout, ScanEntry, lease_state, ledger_name, scan_objects
 from converter.config import ConvertConfig
 from converter.engines import Engine, Outcome, make_engine
 from converter.errors import ConfigError
@@ -112,7 +112,7 @@ def read_ledger(url: str) -> list[dict[str, Any]]:
         prefix = Layout(prefix).ledger_prefix
     bucket = Bucket(bucket_name)
     records = []
-    for obj in bucket.list(prefix):
+    for obj in bucket.objects(prefix):
         if obj.key.endswith(".json"):
             got = bucket.get_json(obj.key)
             if got is not None:
@@ -129,7 +129,7 @@ def sweep_staging_keys(bucket: Bucket, layout: Layout) -> list[str]:
     """
     removed = []
     now = time.time()
-    for obj in bucket.list(layout.staging_prefix):
+    for obj in bucket.objects(layout.staging_prefix):
         parsed = layout.parse_staging(obj.key)
         if parsed is None:
             continue
@@ -166,7 +166,11 @@ def _check(opts: BucketOptions) -> None:
         raise ConfigError("", "nothing to convert: give INPUT URLs or --inbox s3://BUCKET/PREFIX")
     if opts.watch and opts.inbox is None:
         raise ConfigError("--watch", "needs --inbox s3://BUCKET/PREFIX (the prefix to watch)")
-    for what, url in (("--out", opts.out), ("--inbox", opts.inbox), *(("INPUT", u) for u in opts.inputs)):  # fmt: skip
+    for what, url in (
+        ("--out", opts.out),
+        ("--inbox", opts.inbox),
+        *(("INPUT", u) for u in opts.inputs),
+    ):
         if url is None:
             continue
         try:
@@ -205,8 +209,11 @@ class _Batch:
     # --- results -------------------------------------------------------------
 
     def done(self, outcome: Outcome) -> None:
-        doc = {"time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-               "engine": self.opts.ray or "local", **outcome}  # fmt: skip
+        doc = {
+            "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "engine": self.opts.ray or "local",
+            **outcome,
+        }
         self.ledger.write(doc)
         self.tally.add(outcome)
         self.display.finished(outcome)
@@ -228,15 +235,27 @@ class _Batch:
         for pattern in self.opts.inputs:
             urls = list_urls(pattern)
             if not urls:
-                self.done({"input": pattern, "status": "failed", "fault": "input",
-                           "reason": f"{pattern}: no object matches"})  # fmt: skip
+                self.done(
+                    {
+                        "input": pattern,
+                        "status": "failed",
+                        "fault": "input",
+                        "reason": f"{pattern}: no object matches",
+                    }
+                )
             for url in urls:
                 b, k = split_url(url)
                 bucket = self.outb if b == self.outb.name else Bucket(b)
                 obj = bucket.head(k)
                 if obj is None:
-                    self.done({"input": url, "status": "failed", "fault": "input",
-                               "reason": f"{url}: no such object"})  # fmt: skip
+                    self.done(
+                        {
+                            "input": url,
+                            "status": "failed",
+                            "fault": "input",
+                            "reason": f"{url}: no such object",
+                        }
+                    )
                     continue
                 item = _Item(url, k.rpartition("/")[2], obj.etag, obj.size, inbox=False)
                 self.enqueue([item])
@@ -250,8 +269,9 @@ class _Batch:
         for entry in scan_objects(rows, self.opts.config.batch.stale_tmp_s, time.time()):
             if entry.identity in self.state.seen:
                 continue
-            item = _Item(bucket.url(entry.key), entry.name, entry.etag, entry.size, True,
-                         entry.identity)  # fmt: skip
+            item = _Item(
+                bucket.url(entry.key), entry.name, entry.etag, entry.size, True, entry.identity
+            )
             if entry.action == "defer":
                 self.deferred(item, entry.reason)
                 continue
@@ -263,10 +283,13 @@ class _Batch:
         self.enqueue(fresh)
 
     def fail_tmp(self, bucket: Bucket, entry: ScanEntry) -> None:
-        outcome: Outcome = {"input": bucket.url(entry.key), "status": "failed", "fault": "input",
-                            "reason": entry.reason,
-                            "error": {"error": "NotFinalized", "message": entry.reason,
-                                      "rule": "finalized"}}  # fmt: skip
+        outcome: Outcome = {
+            "input": bucket.url(entry.key),
+            "status": "failed",
+            "fault": "input",
+            "reason": entry.reason,
+            "error": {"error": "NotFinalized", "message": entry.reason, "rule": "finalized"},
+        }
         self.display.queued()
         try:
             outcome["moved_to"] = move_to_failed(bucket, self.layout, entry.key, outcome)
@@ -276,27 +299,44 @@ class _Batch:
 
     def marked(self, items: list[_Item]) -> set[str]:
         """The names of ETag markers that exist among ``items``' (one LIST, or HEADs)."""
-        keys = {self.layout.etag_marker(i.etag, i.size, self.key) for i in items
-                if i.etag and i.size is not None}  # fmt: skip
+        keys = {
+            self.layout.etag_marker(i.etag, i.size, self.key)
+            for i in items
+            if i.etag and i.size is not None
+        }
         if len(keys) > _LIST_MARKERS_OVER:
-            return keys & {o.key for o in self.outb.list(self.layout.etag_marker_prefix)}
+            return keys & {o.key for o in self.outb.objects(self.layout.etag_marker_prefix)}
         return {k for k in keys if self.outb.head(k) is not None}
 
     def enqueue(self, items: list[_Item]) -> None:
         marked = self.marked(items) if items else set()
         for item in items:
             self.display.queued()
-            if item.etag and item.size is not None and (
-                self.layout.etag_marker(item.etag, item.size, self.key) in marked
+            if (
+                item.etag
+                and item.size is not None
+                and (self.layout.etag_marker(item.etag, item.size, self.key) in marked)
             ):
-                self.done({"input": item.url, "status": "skipped", "config_key": self.key,
-                           "output": self.outb.url(self.layout.final(item.name)),
-                           "reason": "already converted (marker)"})  # fmt: skip
+                self.done(
+                    {
+                        "input": item.url,
+                        "status": "skipped",
+                        "config_key": self.key,
+                        "output": self.outb.url(self.layout.final(item.name)),
+                        "reason": "already converted (marker)",
+                    }
+                )
                 continue
             if item.name in self.state.names:
-                self.done({"input": item.url, "status": "failed", "fault": "converter",
-                           "reason": f"another input named {item.name} is in this batch; its "
-                           "output would take the same name (convert it in a separate batch)"})  # fmt: skip
+                self.done(
+                    {
+                        "input": item.url,
+                        "status": "failed",
+                        "fault": "converter",
+                        "reason": f"another input named {item.name} is in this batch; its "
+                        "output would take the same name (convert it in a separate batch)",
+                    }
+                )
                 continue
             self.state.names.add(item.name)
             self.state.queue.append(item)
@@ -307,18 +347,24 @@ class _Batch:
         self.n += 1
         owner = f"{self.run_id}-{self.n}"
         lease_s = self.opts.config.batch.lease_s
-        held = acquire(self.outb, self.layout.lease(item.name), owner, item.name, item.url,
-                       lease_s)  # fmt: skip
+        held = acquire(self.outb, self.layout.lease(item.name), owner, item.name, item.url, lease_s)
         if held is not None:
             self.state.names.discard(item.name)
             until = time.strftime("%H:%M:%S", time.gmtime(float(held.get("expires", 0))))
-            self.deferred(item, f"being converted by {held.get('owner')} (lease until {until} "
-                          "UTC); left for it")  # fmt: skip
+            self.deferred(
+                item,
+                f"being converted by {held.get('owner')} (lease until {until} UTC); left for it",
+            )
             return
         request = make_bucket_request(
-            item.url, self.opts.out, self.opts.config, owner=owner, lease_s=lease_s,
-            inbox=self.opts.inbox if item.inbox else None, etag=item.etag,
-        )  # fmt: skip
+            item.url,
+            self.opts.out,
+            self.opts.config,
+            owner=owner,
+            lease_s=lease_s,
+            inbox=self.opts.inbox if item.inbox else None,
+            etag=item.etag,
+        )
         self.state.running[item.url] = item
         self.display.started(item.url)
         engine.submit(item.url, request)
@@ -347,8 +393,13 @@ class _Batch:
         while True:
             if stop.requested is not None:
                 for key in engine.cancel_all():
-                    self.done({"input": key, "status": "interrupted",
-                               "reason": f"stopped by signal {stop.requested}"})  # fmt: skip
+                    self.done(
+                        {
+                            "input": key,
+                            "status": "interrupted",
+                            "reason": f"stopped by signal {stop.requested}",
+                        }
+                    )
                 return True
             now = time.monotonic()
             if self.inbox is not None and now >= next_scan:
@@ -416,8 +467,15 @@ def main(args: Any, config: ConvertConfig) -> int:
         out = as_url(args.out)
         inbox = as_url(args.inbox) if args.inbox is not None else None
         inputs = [as_url(p) for p in args.inputs]
-        local = [what for what, url in (("--out", out), ("--inbox", inbox if args.inbox else ""),
-                                        *(("INPUT", u) for u in inputs)) if url is None]  # fmt: skip
+        local = [
+            what
+            for what, url in (
+                ("--out", out),
+                ("--inbox", inbox if args.inbox else ""),
+                *(("INPUT", u) for u in inputs),
+            )
+            if url is None
+        ]
         if local:
             raise ConfigError(
                 local[0],

@@ -95,9 +95,7 @@ def _bucket_and_prefix(url: str) -> tuple[str, str]:
     return bucket, key.strip("/")
 
 
-def move_to_failed(
-    bucket: Bucket, layout: Layout, key: str, outcome: dict[str, Any]
-) -> str:
+def move_to_failed(bucket: Bucket, layout: Layout, key: str, outcome: dict[str, Any]) -> str:
     """Set an inbox object aside: copy to ``INBOX/failed/NAME``, reason beside it, delete it.
 
     Crash-safe in that order: a kill before the delete leaves the input in
@@ -183,14 +181,21 @@ class _Job:
         self.outb.download(self.final, local)
         return _adoptable(local, sha, self.key)
 
-    def run(self, outcome: dict[str, Any], progress: Callable[[int, int, int], None] | None) -> None:
+    def run(
+        self, outcome: dict[str, Any], progress: Callable[[int, int, int], None] | None
+    ) -> None:
         src = self.tmp / "in" / self.name
         src.parent.mkdir()
         obj, sha = self.inb.download(self.in_key, src, etag=self.req.get("etag"))
         outcome["sha256"] = sha
         outcome["output"] = self.outb.url(self.final)
-        base = {"input": self.source, "sha256": sha, "config_key": self.key,
-                "output": self.outb.url(self.final), "converter_version": __version__}  # fmt: skip
+        base = {
+            "input": self.source,
+            "sha256": sha,
+            "config_key": self.key,
+            "output": self.outb.url(self.final),
+            "converter_version": __version__,
+        }
         if self.outb.get_json(self.layout.marker(sha, self.key)) is not None:
             self.markers(sha, obj.etag, obj.size, base)
             outcome.update(status="skipped", reason="already converted (marker)")
@@ -209,17 +214,22 @@ class _Job:
             )
             return
         result = convert_archive(
-            src, self.tmp / "out", self.config, sha256=sha, progress=progress,
+            src,
+            self.tmp / "out",
+            self.config,
+            sha256=sha,
+            progress=progress,
             encoder=self.req.get("encoder"),
-        )  # fmt: skip
+        )
         doc = result.to_dict()
         doc.update(input=self.source, output=outcome["output"])
         self.publish(Path(result.output), outcome)
         if outcome.get("status") == "skipped":
             self.markers(sha, obj.etag, obj.size, {**base, "adopted": True})
             return
-        self.markers(sha, obj.etag, obj.size, {**base, "converted_ns": time.time_ns(),
-                                               "result": doc})  # fmt: skip
+        self.markers(
+            sha, obj.etag, obj.size, {**base, "converted_ns": time.time_ns(), "result": doc}
+        )
         outcome.update(status="converted", result=doc)
 
     def publish(self, local: Path, outcome: dict[str, Any]) -> None:
@@ -265,18 +275,21 @@ class _Job:
 def _failed(outcome: dict[str, Any], exc: BaseException) -> None:
     if isinstance(exc, LeaseLostError):
         outcome.update(status="deferred", reason=f"lease lost: {exc}")
-    elif isinstance(exc, BucketError) and exc.url == outcome["input"] and exc.problem in (
-        "no such object",
-        CHANGED,
+    elif (
+        isinstance(exc, BucketError)
+        and exc.url == outcome["input"]
+        and exc.problem
+        in (
+            "no such object",
+            CHANGED,
+        )
     ):
         outcome.update(status="deferred", reason=f"{exc}: left for the next scan")
     else:
         outcome.update(status="failed", fault=_fault(exc), error=_error(exc), reason=str(exc))
 
 
-def run_bucket_task(
-    request: str, progress: Callable[[int, int, int], None] | None = None
-) -> str:
+def run_bucket_task(request: str, progress: Callable[[int, int, int], None] | None = None) -> str:
     """Run one bucket request; returns the outcome as JSON text (never raises for its errors)."""
     t0 = time.monotonic()
     req = json.loads(request)

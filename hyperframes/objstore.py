@@ -116,7 +116,8 @@ def store_for(bucket: str, **config: str) -> Any:
                 from obstore.auth.boto3 import Boto3CredentialProvider  # noqa: PLC0415
 
                 kwargs["credential_provider"] = Boto3CredentialProvider()
-        store = S3Store(bucket, **kwargs, **config)
+        kwargs.update(config)
+        store = S3Store(bucket, **kwargs)
         _stores[cache_key] = store
         return store
 

@@ -22,7 +22,7 @@ import pytest
 from s3_server import FaultyLink, S3Unavailable, s3_client, s3_endpoint
 
 from converter.bucket import ConfigError, as_url, final_copy_mode
-from converter.bucket_keys import Layout, ledger_name, lease_state, scan_objects
+from converter.bucket_keys import Layout, lease_state, ledger_name, scan_objects
 from converter.config import parse_config
 from converter.remote_batch import BucketOptions, read_ledger, run_bucket_batch
 from converter.remote_task import BUCKET_FAULT_ENV
@@ -35,9 +35,8 @@ pytest.importorskip("obstore")
 
 CONFIG = {
     "video": {"x265_preset": "ultrafast"},
-    "batch": {"stale_tmp_s": 0, "poll_s": 0.2, "workers": 2, "lease_s": 2,
-              "ray_num_cpus": 1},
-}  # fmt: skip
+    "batch": {"stale_tmp_s": 0, "poll_s": 0.2, "workers": 2, "lease_s": 4, "ray_num_cpus": 1},
+}
 _n = 0
 
 
@@ -52,9 +51,13 @@ def test_layout_scan_leases_and_ledger_names() -> None:
     assert lay.parse_staging("conv/a.hf") is None
     assert lay.failed("a.hf", 2) == "raw/failed/a.hf.2"
     assert Layout("").final("a.hf") == "a.hf"
-    rows = [("raw/b.hf", 5, "e1", 0.0), ("raw/.hidden.hf", 1, "e", 0.0),
-            ("raw/c.hf.tmp", 1, "e", 95.0), ("raw/d.hf.tmp", 1, "e", 10.0),
-            ("raw/notes.txt", 1, "e", 0.0)]  # fmt: skip
+    rows = [
+        ("raw/b.hf", 5, "e1", 0.0),
+        ("raw/.hidden.hf", 1, "e", 0.0),
+        ("raw/c.hf.tmp", 1, "e", 95.0),
+        ("raw/d.hf.tmp", 1, "e", 10.0),
+        ("raw/notes.txt", 1, "e", 0.0),
+    ]
     got = {e.name: e.action for e in scan_objects(rows, 60.0, 100.0)}
     assert got == {"b.hf": "convert", "c.hf.tmp": "defer", "d.hf.tmp": "fail"}
     assert lease_state(None, 10.0) == "free"
@@ -62,9 +65,14 @@ def test_layout_scan_leases_and_ledger_names() -> None:
     assert lease_state({"owner": "a", "expires": 20.0}, 10.0, "b") == "live"
     assert lease_state({"owner": "a", "expires": 20.0}, 20.0, "a") == "expired"
     assert lease_state({"owner": "a"}, 0.0) == "expired"
-    names = [ledger_name(t, h, p, s) for t, h, p, s in
-             [(2_000_000_000_000_000_001, "b", 1, 1), (1_999_999_999_999_999_999, "z", 9, 9),
-              (2_000_000_000_000_000_001, "b", 1, 2)]]  # fmt: skip
+    names = [
+        ledger_name(t, h, p, s)
+        for t, h, p, s in [
+            (2_000_000_000_000_000_001, "b", 1, 1),
+            (1_999_999_999_999_999_999, "z", 9, 9),
+            (2_000_000_000_000_000_001, "b", 1, 2),
+        ]
+    ]
     assert sorted(names) == [names[1], names[0], names[2]]
     assert as_url(Path("s3://bkt/raw/")) == "s3://bkt/raw"  # argparse's Path folds the //
     assert as_url("s3://bkt/raw/") == "s3://bkt/raw"
@@ -82,10 +90,17 @@ def test_final_copy_mode_is_validated(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_without_obstore_the_message_names_the_extra() -> None:
-    code = ("import sys; sys.modules['obstore'] = None\n"
-            "from converter.bucket import Bucket\nBucket('bkt')")  # fmt: skip
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})  # fmt: skip
+    code = (
+        "import sys; sys.modules['obstore'] = None\n"
+        "from converter.bucket import Bucket\nBucket('bkt')"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        check=False,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
     assert proc.returncode == 1
     assert "needs obstore" in proc.stderr and "[s3]" in proc.stderr
 
@@ -109,8 +124,12 @@ def endpoint() -> Iterator[str]:
 
 
 def _env(url: str) -> dict[str, str]:
-    return {"AWS_ENDPOINT_URL": url, "AWS_ACCESS_KEY_ID": "test",
-            "AWS_SECRET_ACCESS_KEY": "test", "AWS_REGION": "us-east-1"}  # fmt: skip
+    return {
+        "AWS_ENDPOINT_URL": url,
+        "AWS_ACCESS_KEY_ID": "test",
+        "AWS_SECRET_ACCESS_KEY": "test",
+        "AWS_REGION": "us-east-1",
+    }
 
 
 @pytest.fixture
@@ -146,10 +165,26 @@ def _verify_output(client: Any, tmp: Path, name: str) -> None:
     assert verify_file(local).ok
 
 
+def _wait_for_leases(client: Any) -> None:
+    """Until every lease left by a dead converter has expired."""
+    for key in _keys(client, "conv/.leases/"):
+        doc = json.loads(client.get_object(Bucket=client.bucket, Key=key)["Body"].read())
+        time.sleep(max(0.0, doc["expires"] - time.time()) + 0.05)
+
+
 def _cli(client: Any, *args: str) -> list[str]:
     b = client.bucket
-    return [sys.executable, "-m", "hyperframes.cli", "convert", "--inbox", f"s3://{b}/raw",
-            "--out", f"s3://{b}/conv", *args]  # fmt: skip
+    return [
+        sys.executable,
+        "-m",
+        "hyperframes.cli",
+        "convert",
+        "--inbox",
+        f"s3://{b}/raw",
+        "--out",
+        f"s3://{b}/conv",
+        *args,
+    ]
 
 
 def _config_file(tmp: Path) -> str:
@@ -169,33 +204,51 @@ def test_inbox_in_a_bucket_converts_verified_reruns_skip_and_bad_inputs_go_aside
     _upload_inputs(s3, tmp_path, ["good0.hf", "good1.hf"])
     s3.put_object(Bucket=s3.bucket, Key="raw/corrupt.hf", Body=b"not a hyperframe file" * 40)
     b = s3.bucket
-    opts = BucketOptions(out=f"s3://{b}/conv", config=parse_config(CONFIG),
-                         inbox=f"s3://{b}/raw", quiet=True)  # fmt: skip
+    opts = BucketOptions(
+        out=f"s3://{b}/conv", config=parse_config(CONFIG), inbox=f"s3://{b}/raw", quiet=True
+    )
     assert run_bucket_batch(opts) == 1
     for name in ("good0.hf", "good1.hf"):
         _verify_output(s3, tmp_path, name)
     keys = _keys(s3)
     assert "conv/corrupt.hf" not in keys and "raw/corrupt.hf" not in keys
     assert {"raw/failed/corrupt.hf", "raw/failed/corrupt.hf.reason.json"} <= set(keys)
-    reason = json.loads(s3.get_object(Bucket=b, Key="raw/failed/corrupt.hf.reason.json")
-                        ["Body"].read())  # fmt: skip
+    reason = json.loads(
+        s3.get_object(Bucket=b, Key="raw/failed/corrupt.hf.reason.json")["Body"].read()
+    )
     assert reason["fault"] == "input" and "corrupt.hf" in reason["reason"]
     assert not [k for k in keys if "/.staging/" in k or "/.leases/" in k]
     assert len([k for k in keys if k.startswith("conv/.markers/")]) == 4  # content + ETag
     records = read_ledger(f"s3://{b}/conv")
     assert sorted((Path(r["input"]).name, r["status"]) for r in records) == [
-        ("corrupt.hf", "failed"), ("good0.hf", "converted"), ("good1.hf", "converted")]
+        ("corrupt.hf", "failed"),
+        ("good0.hf", "converted"),
+        ("good1.hf", "converted"),
+    ]
     assert records[0]["time"] <= records[-1]["time"]
     # a re-run through the CLI: every input skipped by its ETag marker, nothing downloaded
-    proc = subprocess.run(_cli(s3, "--config", _config_file(tmp_path), "-q"), env=_sub_env(
-        endpoint), capture_output=True, text=True, timeout=120)  # fmt: skip
+    proc = subprocess.run(
+        _cli(s3, "--config", _config_file(tmp_path), "-q"),
+        check=False,
+        env=_sub_env(endpoint),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
-    show = subprocess.run(_cli(s3, "--show-ledger"), env=_sub_env(endpoint),
-                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    show = subprocess.run(
+        _cli(s3, "--show-ledger"),
+        check=False,
+        env=_sub_env(endpoint),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert show.returncode == 0, show.stderr
     again = [json.loads(line) for line in show.stdout.splitlines()][3:]
     assert [(Path(r["input"]).name, r["status"], r["reason"]) for r in again] == [
-        (n, "skipped", "already converted (marker)") for n in ("good0.hf", "good1.hf")]
+        (n, "skipped", "already converted (marker)") for n in ("good0.hf", "good1.hf")
+    ]
 
 
 @pytest.mark.network
@@ -206,9 +259,13 @@ def test_a_converter_killed_mid_upload_leaves_no_final_key_and_the_next_run_fini
     link = FaultyLink(int(endpoint.rsplit(":", 1)[1]))
     link.rate = 16_000
     cfg = _config_file(tmp_path)
-    proc = subprocess.Popen(_cli(s3, "--config", cfg, "-q"), env=_sub_env(link.url),
-                            start_new_session=True, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE)  # fmt: skip
+    proc = subprocess.Popen(
+        _cli(s3, "--config", cfg, "-q"),
+        env=_sub_env(link.url),
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     try:
         deadline = time.monotonic() + 120
         staging = f"PUT /{s3.bucket}/conv/.staging/"
@@ -225,10 +282,11 @@ def test_a_converter_killed_mid_upload_leaves_no_final_key_and_the_next_run_fini
     assert "conv/slow.hf" not in keys
     assert not [k for k in keys if k.startswith("conv/.markers/")]
     assert [k for k in keys if k.startswith("conv/.leases/")]  # the dead converter's claim
-    time.sleep(CONFIG["batch"]["lease_s"])  # type: ignore[index]
+    _wait_for_leases(s3)
     b = s3.bucket
-    opts = BucketOptions(out=f"s3://{b}/conv", config=parse_config(CONFIG),
-                         inbox=f"s3://{b}/raw", quiet=True)  # fmt: skip
+    opts = BucketOptions(
+        out=f"s3://{b}/conv", config=parse_config(CONFIG), inbox=f"s3://{b}/raw", quiet=True
+    )
     assert run_bucket_batch(opts) == 0
     _verify_output(s3, tmp_path, "slow.hf")
     assert not [k for k in _keys(s3) if "/.staging/" in k or "/.leases/" in k]
@@ -240,15 +298,16 @@ def test_a_worker_dead_after_its_staging_upload_is_swept_then_finished(
 ) -> None:
     _upload_inputs(s3, tmp_path, ["dies.hf"])
     b = s3.bucket
-    opts = BucketOptions(out=f"s3://{b}/conv", config=parse_config(CONFIG),
-                         inbox=f"s3://{b}/raw", quiet=True)  # fmt: skip
+    opts = BucketOptions(
+        out=f"s3://{b}/conv", config=parse_config(CONFIG), inbox=f"s3://{b}/raw", quiet=True
+    )
     monkeypatch.setenv(BUCKET_FAULT_ENV, "exit-after-staging:dies.hf")
     assert run_bucket_batch(opts) == 1  # the worker died twice: a system failure
     keys = _keys(s3)
     assert [k for k in keys if k.startswith("conv/.staging/")]
     assert "conv/dies.hf" not in keys and "raw/dies.hf" in keys  # not the input's fault
     monkeypatch.delenv(BUCKET_FAULT_ENV)
-    time.sleep(CONFIG["batch"]["lease_s"])  # type: ignore[index]
+    _wait_for_leases(s3)
     assert run_bucket_batch(opts) == 0
     _verify_output(s3, tmp_path, "dies.hf")
     assert not [k for k in _keys(s3) if "/.staging/" in k or "/.leases/" in k]
@@ -261,15 +320,23 @@ def test_two_converters_on_one_inbox_convert_each_input_once(
     names = [f"in{i}.hf" for i in range(4)]
     _upload_inputs(s3, tmp_path, names, seconds=0.4)
     cfg = _config_file(tmp_path)
-    procs = [subprocess.Popen(_cli(s3, "--config", cfg, "-q"), env=_sub_env(endpoint),
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-             for _ in range(2)]  # fmt: skip
+    procs = [
+        subprocess.Popen(
+            _cli(s3, "--config", cfg, "-q"),
+            env=_sub_env(endpoint),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
     for p in procs:
         _, err = p.communicate(timeout=240)
         assert p.returncode == 0, err
     records = read_ledger(f"s3://{s3.bucket}/conv")
     converted = Counter(Path(r["input"]).name for r in records if r["status"] == "converted")
     assert converted == Counter(names)  # each exactly once, between the two
+    assert not [r for r in records if "meanwhile" in r.get("reason", "")]  # no work twice
     assert {r["status"] for r in records} <= {"converted", "deferred", "skipped"}
     for name in names:
         _verify_output(s3, tmp_path, name)
@@ -283,14 +350,21 @@ def test_ray_tasks_read_and_write_the_bucket(s3: Any, tmp_path: Path) -> None:
     b = s3.bucket
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)  # workers get the env
     try:
-        opts = BucketOptions(out=f"s3://{b}/conv", config=parse_config(CONFIG),
-                             inbox=f"s3://{b}/raw", ray="auto", quiet=True)  # fmt: skip
+        opts = BucketOptions(
+            out=f"s3://{b}/conv",
+            config=parse_config(CONFIG),
+            inbox=f"s3://{b}/raw",
+            ray="auto",
+            quiet=True,
+        )
         assert run_bucket_batch(opts) == 0
     finally:
         ray.shutdown()
     records = read_ledger(f"s3://{b}/conv")
     assert sorted((Path(r["input"]).name, r["status"]) for r in records) == [
-        ("r0.hf", "converted"), ("r1.hf", "converted")]
+        ("r0.hf", "converted"),
+        ("r1.hf", "converted"),
+    ]
     assert all(r["engine"] == "auto" and r["pid"] != os.getpid() for r in records)
     for name in ("r0.hf", "r1.hf"):
         _verify_output(s3, tmp_path, name)
