@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from converter.batch import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, _Ledger, _Stop
+from converter.batch import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, _Ledger, _now_iso, _Stop
 from converter.bucket import Bucket, BucketError, as_url
 from converter.bucket_keys import Layout, ScanEntry, lease_state, ledger_name, scan_objects
 from converter.config import ConvertConfig
@@ -209,11 +209,7 @@ class _Batch:
     # --- results -------------------------------------------------------------
 
     def done(self, outcome: Outcome) -> None:
-        doc = {
-            "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "engine": self.opts.ray or "local",
-            **outcome,
-        }
+        doc = {"time": _now_iso(), "engine": self.opts.ray or "local", **outcome}
         self.ledger.write(doc)
         self.tally.add(outcome)
         self.display.finished(outcome)
@@ -380,13 +376,11 @@ class _Batch:
             self.done(outcome)
 
     def sweep(self) -> None:
-        try:
-            for url in sweep_staging_keys(self.outb, self.layout):
-                log.info("removed the staging key of an interrupted conversion: %s", url)
-        except BucketError as exc:
-            log.warning("staging sweep: %s", exc)
+        for url in sweep_staging_keys(self.outb, self.layout):
+            log.info("removed the staging key of an interrupted conversion: %s", url)
 
     def loop(self, engine: Engine, stop: _Stop) -> bool:
+        self.sweep()  # the first request: a wrong store or credentials end the batch here
         self.named()
         next_scan = 0.0
         state = self.state
@@ -403,8 +397,15 @@ class _Batch:
                 return True
             now = time.monotonic()
             if self.inbox is not None and now >= next_scan:
-                self.sweep()
-                self.scan()
+                try:
+                    self.sweep()
+                    self.scan()
+                except BucketError as exc:
+                    if not self.opts.watch:
+                        raise
+                    log.warning(
+                        "scan failed, trying again in %g s: %s", self.opts.config.batch.poll_s, exc
+                    )
                 next_scan = now + self.opts.config.batch.poll_s
             while state.queue and engine.active() < engine.slots:
                 self.submit(engine, state.queue.pop(0))
@@ -421,7 +422,6 @@ def run_bucket_batch(opts: BucketOptions, *, display: BatchDisplay | None = None
     display = display or BatchDisplay(quiet=opts.quiet)
     tally = Tally()
     batch = _Batch(opts, display, tally)
-    batch.sweep()
     engine = make_engine(opts.ray, opts.config.batch, opts.config.video.encoder, display.progress)
     try:
         with display, _Stop() as stop:

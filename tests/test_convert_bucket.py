@@ -251,6 +251,7 @@ def test_inbox_in_a_bucket_converts_verified_reruns_skip_and_bad_inputs_go_aside
     ]
 
 
+@pytest.mark.slow
 @pytest.mark.network
 def test_a_converter_killed_mid_upload_leaves_no_final_key_and_the_next_run_finishes(
     s3: Any, endpoint: str, tmp_path: Path
@@ -313,6 +314,7 @@ def test_a_worker_dead_after_its_staging_upload_is_swept_then_finished(
     assert not [k for k in _keys(s3) if "/.staging/" in k or "/.leases/" in k]
 
 
+@pytest.mark.slow
 @pytest.mark.network
 def test_two_converters_on_one_inbox_convert_each_input_once(
     s3: Any, endpoint: str, tmp_path: Path
@@ -342,6 +344,7 @@ def test_two_converters_on_one_inbox_convert_each_input_once(
         _verify_output(s3, tmp_path, name)
 
 
+@pytest.mark.slow
 @pytest.mark.network
 @pytest.mark.ray
 def test_ray_tasks_read_and_write_the_bucket(s3: Any, tmp_path: Path) -> None:
@@ -368,3 +371,44 @@ def test_ray_tasks_read_and_write_the_bucket(s3: Any, tmp_path: Path) -> None:
     assert all(r["engine"] == "auto" and r["pid"] != os.getpid() for r in records)
     for name in ("r0.hf", "r1.hf"):
         _verify_output(s3, tmp_path, name)
+
+
+@pytest.mark.network
+def test_watch_converts_objects_as_they_arrive_and_stops_on_sigterm(
+    s3: Any, endpoint: str, tmp_path: Path
+) -> None:
+    cfg = _config_file(tmp_path)
+    proc = subprocess.Popen(
+        _cli(s3, "--config", cfg, "--watch", "-q"),
+        env=_sub_env(endpoint),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        time.sleep(1.0)  # watching an empty inbox
+        _upload_inputs(s3, tmp_path, ["late.hf"], seconds=0.4)
+        deadline = time.monotonic() + 120
+        while not any(k.startswith("conv/.markers/") for k in _keys(s3)):
+            assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err
+    _verify_output(s3, tmp_path, "late.hf")
+
+
+@pytest.mark.network
+def test_a_missing_bucket_is_one_line_naming_it(endpoint: str, tmp_path: Path) -> None:
+    cmd = [sys.executable, "-m", "hyperframes.cli", "convert", "--inbox", "s3://no-such-bkt/raw",
+           "--out", "s3://no-such-bkt/conv", "--config", _config_file(tmp_path), "-q"]  # fmt: skip
+    proc = subprocess.run(
+        cmd, check=False, env=_sub_env(endpoint), capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 1
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: s3://no-such-bkt/"), proc.stderr
