@@ -186,8 +186,10 @@ class Bucket:
         except Exception as exc:
             raise self._fail(prefix + "/", exc) from None
         return sorted(
-            (Obj(m["path"], int(m["size"]), str(m.get("e_tag") or ""), _mtime(m))
-             for m in got["objects"]),
+            (
+                Obj(m["path"], int(m["size"]), str(m.get("e_tag") or ""), _mtime(m))
+                for m in got["objects"]
+            ),
             key=lambda o: o.key,
         )
 

@@ -40,6 +40,7 @@ class Lease:
         self.lease_s = lease_s
         self.lost: str | None = None
         self._stop = threading.Event()
+        self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
 
     @classmethod
@@ -60,11 +61,23 @@ class Lease:
         return lease
 
     def renew(self) -> None:
-        """Extend the lease by ``lease_s`` (raises :class:`LeaseLostError` after a takeover)."""
-        now = time.time()
-        doc = {**self.doc, "renewed": round(now, 3), "expires": round(now + self.lease_s, 3)}
-        self.etag = self.bucket.put_json(self.key, doc, if_etag=self.etag)
-        self.doc = doc
+        """Extend the lease by ``lease_s`` (raises :class:`LeaseLostError` after a takeover).
+
+        Renewals are serialized (the heartbeat and :meth:`check` share one
+        ETag). A renewal refused although it was stored (a retried request
+        whose first try went through) is recognised by its ``renewed`` stamp.
+        """
+        with self._lock:
+            now = time.time()
+            doc = {**self.doc, "renewed": round(now, 3), "expires": round(now + self.lease_s, 3)}
+            try:
+                self.etag = self.bucket.put_json(self.key, doc, if_etag=self.etag)
+            except LeaseLostError:
+                got = self.bucket.get_json(self.key)
+                if got is None or got[0] != doc:
+                    raise
+                self.etag = got[1]
+            self.doc = doc
 
     def start(self) -> Lease:
         """Renew in a daemon thread every ``lease_s / 4``."""

@@ -319,7 +319,7 @@ class _Batch:
                         "status": "skipped",
                         "config_key": self.key,
                         "output": self.outb.url(self.layout.final(item.name)),
-                        "reason": "already converted (marker)",
+                        "reason": "already converted (ETag marker: not downloaded)",
                     }
                 )
                 continue

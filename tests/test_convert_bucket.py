@@ -247,8 +247,23 @@ def test_inbox_in_a_bucket_converts_verified_reruns_skip_and_bad_inputs_go_aside
     assert show.returncode == 0, show.stderr
     again = [json.loads(line) for line in show.stdout.splitlines()][3:]
     assert [(Path(r["input"]).name, r["status"], r["reason"]) for r in again] == [
-        (n, "skipped", "already converted (marker)") for n in ("good0.hf", "good1.hf")
+        (n, "skipped", "already converted (ETag marker: not downloaded)")
+        for n in ("good0.hf", "good1.hf")
     ]
+    # the same bytes uploaded again in one part (another ETag), as another name: by content
+    data = s3.get_object(Bucket=b, Key="raw/good0.hf")["Body"].read()
+    up = s3.create_multipart_upload(Bucket=b, Key="raw/renamed.hf")["UploadId"]
+    part = s3.upload_part(Bucket=b, Key="raw/renamed.hf", UploadId=up, PartNumber=1, Body=data)
+    s3.complete_multipart_upload(Bucket=b, Key="raw/renamed.hf", UploadId=up,
+                                 MultipartUpload={"Parts": [{"PartNumber": 1,
+                                                             "ETag": part["ETag"]}]})  # fmt: skip
+    assert run_bucket_batch(opts) == 0
+    last = read_ledger(f"s3://{b}/conv")[-1]
+    assert (Path(last["input"]).name, last["status"], last["reason"]) == (
+        "renamed.hf",
+        "skipped",
+        "already converted (marker)",
+    )
 
 
 @pytest.mark.slow
