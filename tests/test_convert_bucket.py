@@ -427,3 +427,48 @@ def test_a_missing_bucket_is_one_line_naming_it(endpoint: str, tmp_path: Path) -
     assert proc.returncode == 1
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: s3://no-such-bkt/"), proc.stderr
+
+
+@pytest.mark.network
+@pytest.mark.parametrize("mode", ["multipart", "head"])
+def test_final_keys_and_leases_are_never_overwritten(
+    s3: Any, mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from converter.bucket import Bucket, KeyExistsError, LeaseLostError
+
+    monkeypatch.setenv("HYPERFRAMES_S3_FINAL_COPY", mode)
+    bucket = Bucket(s3.bucket)
+    s3.put_object(Bucket=s3.bucket, Key="conv/.staging/o/a.hf", Body=b"new")
+    s3.put_object(Bucket=s3.bucket, Key="conv/a.hf", Body=b"published")
+    with pytest.raises(KeyExistsError):
+        bucket.copy_if_absent("conv/.staging/o/a.hf", "conv/a.hf")
+    etag = bucket.put_json("conv/.leases/a.hf.json", {"owner": "me"}, if_absent=True)
+    with pytest.raises(KeyExistsError):
+        bucket.put_json("conv/.leases/a.hf.json", {"owner": "you"}, if_absent=True)
+    bucket.put_json("conv/.leases/a.hf.json", {"owner": "me", "n": 2}, if_etag=etag)
+    with pytest.raises(LeaseLostError):  # a renewal with a stale ETag: taken over
+        bucket.put_json("conv/.leases/a.hf.json", {"owner": "me", "n": 3}, if_etag=etag)
+    if mode == "multipart":  # the store itself refuses: a key that appeared after the HEAD
+        monkeypatch.setattr(bucket, "head", lambda key: None)
+        with pytest.raises(KeyExistsError):
+            bucket.copy_if_absent("conv/.staging/o/a.hf", "conv/a.hf")
+    assert s3.get_object(Bucket=s3.bucket, Key="conv/a.hf")["Body"].read() == b"published"
+
+
+@pytest.mark.network
+def test_named_urls_and_globs_convert_and_a_bad_named_input_stays_put(
+    s3: Any, endpoint: str, tmp_path: Path
+) -> None:
+    _upload_inputs(s3, tmp_path, ["n0.hf"], seconds=0.4)
+    s3.put_object(Bucket=s3.bucket, Key="raw/bad.hf", Body=b"not a hyperframe file" * 40)
+    b = s3.bucket
+    cmd = [sys.executable, "-m", "hyperframes.cli", "convert", f"s3://{b}/raw/*.hf",
+           "--out", f"s3://{b}/conv", "--config", _config_file(tmp_path), "-q"]  # fmt: skip
+    proc = subprocess.run(
+        cmd, check=False, env=_sub_env(endpoint), capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 1, proc.stderr
+    _verify_output(s3, tmp_path, "n0.hf")
+    keys = _keys(s3)
+    assert "raw/bad.hf" in keys and not [k for k in keys if "failed/" in k]  # named: not moved
+    assert "conv/bad.hf" not in keys
