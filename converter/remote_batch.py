@@ -150,6 +150,7 @@ class _Item:
     size: int | None
     inbox: bool
     identity: tuple[str, str, int] | None = None
+    owner: str = ""  # of the lease, while it runs
 
 
 @dataclass(slots=True)
@@ -361,15 +362,29 @@ class _Batch:
             inbox=self.opts.inbox if item.inbox else None,
             etag=item.etag,
         )
+        item.owner = owner
         self.state.running[item.url] = item
         self.display.started(item.url)
         engine.submit(item.url, request)
+
+    def release(self, item: _Item) -> None:
+        """Drop the lease of a task known dead (cancelled, or lost for good), so that the
+        next batch need not wait for it to expire; its staging key is swept then."""
+        key = self.layout.lease(item.name)
+        try:
+            got = self.outb.get_json(key)
+            if got is not None and got[0].get("owner") == item.owner:
+                self.outb.delete(key)
+        except BucketError as exc:
+            log.warning("%s", exc)
 
     def finished(self, key: str, outcome: Outcome) -> None:
         outcome.setdefault("input", key)
         item = self.state.running.pop(key, None)
         if item is not None:
             self.state.names.discard(item.name)
+            if outcome.get("fault") == "system":  # the worker died (twice, or lost on Ray)
+                self.release(item)
         if outcome.get("status") == "deferred" and item is not None:
             self.deferred(item, str(outcome.get("reason", "")))
         else:
@@ -387,6 +402,8 @@ class _Batch:
         while True:
             if stop.requested is not None:
                 for key in engine.cancel_all():
+                    if key in state.running:
+                        self.release(state.running.pop(key))
                     self.done(
                         {
                             "input": key,

@@ -322,6 +322,7 @@ def test_a_worker_dead_after_its_staging_upload_is_swept_then_finished(
     keys = _keys(s3)
     assert [k for k in keys if k.startswith("conv/.staging/")]
     assert "conv/dies.hf" not in keys and "raw/dies.hf" in keys  # not the input's fault
+    assert not [k for k in keys if k.startswith("conv/.leases/")]  # released: the task is dead
     monkeypatch.delenv(BUCKET_FAULT_ENV)
     _wait_for_leases(s3)
     assert run_bucket_batch(opts) == 0
