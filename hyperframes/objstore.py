@@ -17,9 +17,14 @@ repeated passes over the same files, e.g. training epochs.
 
 The store comes from the usual AWS settings: ``AWS_ENDPOINT_URL_S3`` or
 ``AWS_ENDPOINT_URL`` (plain HTTP only when it says ``http://``),
-``AWS_REGION``/``AWS_DEFAULT_REGION``, ``AWS_ACCESS_KEY_ID`` and friends, and
-``AWS_PROFILE`` through boto3 when it is installed. Needs the ``s3`` extra
-(obstore).
+``AWS_REGION``/``AWS_DEFAULT_REGION``, ``AWS_ACCESS_KEY_ID`` and friends,
+``AWS_PROFILE`` and ``~/.aws``. Needs the ``s3`` extra.
+
+Reads go through boto3 (botocore), with one client per process: PyTorch's
+DataLoader forks its workers, and obstore's Rust runtime does not survive a
+fork (a forked worker hangs on its first request, even with a new store).
+:func:`store_for` gives obstore stores to code that never forks after using
+them (the converter's bucket batch, Ray tasks).
 """
 
 from __future__ import annotations
@@ -43,9 +48,37 @@ HEAD_BYTES: Final = 64 << 10
 _SCHEMES: Final = ("s3://",)
 _stores: dict[tuple[Any, ...], Any] = {}
 _lock = threading.Lock()
-# A store's connection pool and runtime threads do not survive fork (DataLoader workers):
-# a child makes its own stores.
-os.register_at_fork(after_in_child=_stores.clear)
+_clients: dict[str | None, Any] = {}
+# Connection pools do not survive fork (DataLoader workers): a child makes its own clients.
+os.register_at_fork(after_in_child=_clients.clear)
+
+
+def client_for(endpoint: str | None = None) -> Any:
+    """This process's boto3 S3 client (for ``endpoint``, else the AWS settings' one)."""
+    endpoint = endpoint or _endpoint()
+    with _lock:
+        client = _clients.get(endpoint)
+        if client is not None:
+            return client
+        try:
+            import boto3  # noqa: PLC0415 - optional extra
+            from botocore.config import Config  # noqa: PLC0415
+        except ImportError:
+            raise RemoteError("s3://", f"reading s3:// needs boto3: {install_hint('s3')}") from None
+        region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+        client = boto3.session.Session().client(
+            "s3",
+            endpoint_url=endpoint,
+            region_name=region or "us-east-1",
+            config=Config(
+                retries={"max_attempts": 5, "mode": "standard"},
+                connect_timeout=10,
+                read_timeout=60,
+                max_pool_connections=16,
+            ),
+        )
+        _clients[endpoint] = client
+        return client
 
 
 class RemoteError(HyperframesError):
@@ -125,6 +158,16 @@ def store_for(bucket: str, **config: str) -> Any:
 def _fail(url: str, exc: BaseException) -> RemoteError:
     name = type(exc).__name__
     text = str(exc).split("\n", 1)[0][:300]
+    response = getattr(exc, "response", None)
+    if isinstance(response, dict):  # botocore's ClientError
+        code = str(response.get("Error", {}).get("Code", ""))
+        status = int(response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
+        if code in ("NoSuchKey", "404", "NotFound") or status == 404:
+            return RemoteError(url, "no such object")
+        if code == "NoSuchBucket":
+            return RemoteError(url, "no such bucket")
+        if status in (401, 403):
+            return RemoteError(url, f"access refused ({code or status}): check the credentials")
     if isinstance(exc, FileNotFoundError) or name == "NotFoundError":
         return RemoteError(url, "no such object")
     if name in ("PermissionDeniedError", "UnauthenticatedError") or isinstance(
@@ -146,7 +189,7 @@ class RemoteFile:
     """A read-only object addressed like a file: ``size`` and ``pread``, by ranged GETs."""
 
     def __init__(
-        self, url: str, *, tail_bytes: int = TAIL_BYTES, readahead: int = 0, store: Any = None
+        self, url: str, *, tail_bytes: int = TAIL_BYTES, readahead: int = 0, client: Any = None
     ) -> None:
         self.url = url
         self.readahead = readahead
@@ -154,21 +197,20 @@ class RemoteFile:
         keeps them (sequential scans such as ``verify``: one request per ``readahead``)."""
         self._ra: tuple[int, bytes] = (0, b"")
         self.bucket, self.key = split_url(url)
-        self._store = store or store_for(self.bucket)
+        self._client = client or client_for()
         self.stats = RequestStats()
         self._spans: list[tuple[int, bytes]] = []
-        import obstore  # noqa: PLC0415
-
-        self._obstore = obstore
-        try:
-            got = obstore.get(self._store, self.key, options={"range": {"suffix": tail_bytes}})
-            tail = bytes(got.bytes())
-        except Exception as exc:  # obstore raises many kinds; all become RemoteError
+        try:  # a suffix range: the tail and, in Content-Range, the object's size
+            got = self._client.get_object(Bucket=self.bucket, Key=self.key,
+                                          Range=f"bytes=-{tail_bytes}")  # fmt: skip
+            tail = got["Body"].read()
+        except Exception as exc:  # botocore raises many kinds; all become RemoteError
             raise _fail(url, exc) from None
         self.stats.requests += 1
         self.stats.bytes += len(tail)
-        self.size: int = int(got.meta["size"])
-        self.etag: str | None = got.meta.get("e_tag")
+        total = str(got.get("ContentRange", "")).rpartition("/")[2]
+        self.size: int = int(total) if total.isdigit() else len(tail)
+        self.etag: str | None = got.get("ETag")
         self._spans.append((self.size - len(tail), tail))
         if self.size > len(tail):
             self.prefetch(0, min(HEAD_BYTES, self.size - len(tail)))
@@ -181,8 +223,10 @@ class RemoteFile:
 
     def _get(self, start: int, end: int) -> bytes:
         try:
-            data = bytes(self._obstore.get_range(self._store, self.key, start=start, end=end))
-        except Exception as exc:
+            got = self._client.get_object(Bucket=self.bucket, Key=self.key,
+                                          Range=f"bytes={start}-{end - 1}")  # fmt: skip
+            data: bytes = got["Body"].read()
+        except Exception as exc:  # botocore raises many kinds; all become RemoteError
             raise _fail(self.url, exc) from None
         self.stats.requests += 1
         self.stats.bytes += len(data)
@@ -220,35 +264,32 @@ def cached_path(url: str, cache_dir: str | os.PathLike[str]) -> Path:
     object is fetched again; one HEAD request checks that on every call.
     """
     bucket, key = split_url(url)
-    store = store_for(bucket)
-    import obstore  # noqa: PLC0415
-
+    client = client_for()
     try:
-        meta = obstore.head(store, key)
-    except Exception as exc:
+        meta = client.head_object(Bucket=bucket, Key=key)
+    except Exception as exc:  # botocore raises many kinds
         raise _fail(url, exc) from None
-    tag = hashlib.sha256(f"{url}\0{meta.get('e_tag')}".encode()).hexdigest()[:32]
+    size = int(meta["ContentLength"])
+    tag = hashlib.sha256(f"{url}\0{meta.get('ETag')}".encode()).hexdigest()[:32]
     root = Path(cache_dir)
     root.mkdir(parents=True, exist_ok=True)
     final = root / f"{tag}-{Path(key).name}"
-    if final.is_file() and final.stat().st_size == meta["size"]:
+    if final.is_file() and final.stat().st_size == size:
         return final
     tmp = root / f".{final.name}.{os.getpid()}.{threading.get_ident()}.part"
     try:
-        result = obstore.get(store, key)
+        body = client.get_object(Bucket=bucket, Key=key, IfMatch=meta["ETag"])["Body"]
         with tmp.open("wb") as f:
-            for chunk in result:
+            for chunk in body.iter_chunks(1 << 20):
                 f.write(chunk)
             f.flush()
             os.fsync(f.fileno())
-        if tmp.stat().st_size != meta["size"]:
-            raise RemoteError(
-                url, f"downloaded {tmp.stat().st_size} bytes, the store says {meta['size']}"
-            )
+        if tmp.stat().st_size != size:
+            raise RemoteError(url, f"downloaded {tmp.stat().st_size} bytes, the store says {size}")
         tmp.replace(final)
     except RemoteError:
         raise
-    except Exception as exc:
+    except Exception as exc:  # botocore raises many kinds
         raise _fail(url, exc) from None
     finally:
         with contextlib.suppress(FileNotFoundError):
@@ -264,20 +305,16 @@ def list_urls(pattern: str) -> list[str]:
     prefix, _, glob = key.rpartition("/")
     if not any(ch in glob for ch in "*?["):
         return [pattern]
-    store = store_for(bucket)
-    import obstore  # noqa: PLC0415
-
-    try:
-        names = [
-            obj["path"] for batch in obstore.list(store, prefix=prefix or None) for obj in batch
-        ]
-    except Exception as exc:
-        raise _fail(pattern, exc) from None
     base = f"{prefix}/" if prefix else ""
+    names: list[str] = []
+    try:
+        pages = client_for().get_paginator("list_objects_v2")
+        for page in pages.paginate(Bucket=bucket, Prefix=base, Delimiter="/"):
+            names += [obj["Key"] for obj in page.get("Contents", [])]
+    except Exception as exc:  # botocore raises many kinds
+        raise _fail(pattern, exc) from None
     return sorted(
         f"s3://{bucket}/{n}"
         for n in names
-        if n.startswith(base)
-        and "/" not in n[len(base) :]
-        and fnmatch.fnmatch(n[len(base) :], glob)
+        if "/" not in n[len(base) :] and fnmatch.fnmatch(n[len(base) :], glob)
     )
