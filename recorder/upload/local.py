@@ -50,6 +50,8 @@ class LocalDest:
         return str(self.root / key)
 
     def _parent(self, key: str) -> Path:
+        with contextlib.suppress(FileExistsError, FileNotFoundError):
+            self.root.mkdir(mode=0o750)  # its parent must exist: a mount point, a share
         if not self.root.is_dir():
             raise UploadError("io", f"destination {self.root} is not a directory (not mounted?)")
         d = self.root
