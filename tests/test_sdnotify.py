@@ -84,7 +84,7 @@ def test_forcing_systemd_without_systemd_python_says_what_to_install(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(sdnotify, "_systemd_notify_function", lambda: None)
-    with pytest.raises(ImportError, match=r"hyperframes\[systemd\]"):
+    with pytest.raises(ImportError, match=r"hyperframes-sensors\[systemd\]"):
         Notifier("systemd")
     assert Notifier("auto").backend == "builtin"
 

@@ -58,6 +58,7 @@ SKIPPED_LINES = {
     "sudo ": "needs root and systemd (tests/test_deploy.py runs the installer)",
     "--watch": "runs until stopped",
     "--ray": "needs a Ray cluster (tests/test_convert_ray.py)",
+    "s3://": "needs a bucket and the s3 extra (tests/test_convert_bucket.py, test_objstore.py)",
 }
 # pages whose first block is not something to run: a byte diagram, a hex dump
 NOT_EXAMPLES = {"FORMAT.md", "INGEST.md", "CLI.md"}

@@ -14,6 +14,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import zstandard
 from mcap.exceptions import McapError
 from mcap.reader import make_reader
 from mcap.records import Channel, Chunk, Footer, Message, MessageIndex, Schema
@@ -104,6 +105,9 @@ def check_mcap(path: str | os.PathLike[str]) -> McapCheck:
         return result
     except (McapError, ValueError, EOFError, zlib.error) as exc:
         result.problems.append(f"unreadable: {type(exc).__name__}: {exc}")
+        return result
+    except (RuntimeError, zstandard.ZstdError) as exc:  # what lz4.frame / zstandard raise
+        result.problems.append(f"a chunk does not decompress: {exc}")
         return result
     if footer is not None:
         problem = _summary_crc_problem(p, footer)
