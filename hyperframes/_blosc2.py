@@ -16,6 +16,7 @@ buffer: the header check is what makes the call safe).
 from __future__ import annotations
 
 import importlib
+import logging
 import struct
 import threading
 from types import ModuleType
@@ -67,6 +68,9 @@ class _Lazy:
             return self.module
         with self.lock:
             if self.module is None and self.missing is None:
+                # numexpr (a dependency of blosc2) logs "NumExpr defaulting to N threads."
+                # at INFO on import, into every command's and the recorder's log
+                logging.getLogger("numexpr.utils").setLevel(logging.WARNING)
                 try:
                     mod = importlib.import_module("blosc2")
                 except ImportError as exc:

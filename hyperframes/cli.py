@@ -104,7 +104,7 @@ def _print_info(doc: dict[str, Any]) -> None:
         + (f", {doc['quarantined_frames']} quarantined" if doc["quarantined_frames"] else "")
     )
     print(
-        f"  {'id':>4} {'name':<20} {'kind':<7} {'encoding':<9} {'codec':<16} "
+        f"  {'id':>5} {'name':<20} {'kind':<7} {'encoding':<9} {'codec':<21} "
         f"{'frames':>7} {'MB':>9}"
     )
     for row in streams:
@@ -114,8 +114,8 @@ def _print_info(doc: dict[str, Any]) -> None:
         if row["shuffle"]:
             codec += "+shuffle"
         print(
-            f"  {row['id']:>4} {row['name']:<20} {row['kind']:<7} {row['encoding']:<9} "
-            f"{codec:<16} {row['frames']:>7} {row['stored_bytes'] / 1e6:>9.2f}"
+            f"  {row['id']:>5} {row['name']:<20} {row['kind']:<7} {row['encoding']:<9} "
+            f"{codec:<21} {row['frames']:>7} {row['stored_bytes'] / 1e6:>9.2f}"
         )
 
 
