@@ -156,7 +156,7 @@ def store_for(bucket: str, **config: str) -> Any:
 
 
 def _fail(url: str, exc: BaseException) -> RemoteError:
-    name = type(exc).__name__
+    """A botocore error (every read here goes through boto3) as a :class:`RemoteError`."""
     text = str(exc).split("\n", 1)[0][:300]
     response = getattr(exc, "response", None)
     if isinstance(response, dict):  # botocore's ClientError
@@ -168,12 +168,6 @@ def _fail(url: str, exc: BaseException) -> RemoteError:
             return RemoteError(url, "no such bucket")
         if status in (401, 403):
             return RemoteError(url, f"access refused ({code or status}): check the credentials")
-    if isinstance(exc, FileNotFoundError) or name == "NotFoundError":
-        return RemoteError(url, "no such object")
-    if name in ("PermissionDeniedError", "UnauthenticatedError") or isinstance(
-        exc, PermissionError
-    ):
-        return RemoteError(url, f"access refused: {text}")
     return RemoteError(url, f"the store failed: {text}")
 
 
