@@ -67,8 +67,8 @@ def overlap(offsets: np.ndarray, sizes: np.ndarray) -> tuple[int, int] | None:
         keep = np.flatnonzero(size)
         pair = overlap(off[keep], size[keep])
         return None if pair is None else (int(keep[pair[0]]), int(keep[pair[1]]))
-    ends = np.sort(off + size)
-    if not (ends[:-1] > np.sort(off)[1:]).any():
+    ends = np.sort(off + size, kind="stable")  # timsort: a few sorted runs (one per stream)
+    if not (ends[:-1] > np.sort(off, kind="stable")[1:]).any():
         return None
     order = np.argsort(off, kind="stable")
     start = off[order]

@@ -95,9 +95,13 @@ _ARENA = 1 << 20
 _local = threading.local()
 
 
+_address_of = ctypes.addressof
+_char_at = ctypes.c_char.from_buffer
+
+
 def _aligned_alloc(size: int, align: int) -> np.ndarray:
     raw = np.empty(size + align, dtype=np.uint8)
-    start = -raw.ctypes.data % align
+    start = -_address_of(_char_at(raw)) % align  # ~1 us less than raw.ctypes.data
     return raw[start : start + size]
 
 

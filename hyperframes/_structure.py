@@ -36,7 +36,15 @@ from hyperframes.layout import (
     HeaderFlags,
 )
 
-__all__ = ["Structure", "read_header", "read_meta", "load_structure", "load_aux", "load_quarantine"]
+__all__ = [
+    "Structure",
+    "read_header",
+    "read_meta",
+    "load_structure",
+    "load_aux",
+    "load_quarantine",
+    "stream_slices",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +56,7 @@ class Structure:
     index: np.ndarray  # INDEX_DTYPE, sorted by (stream_id, timestamp_ns)
     windows: np.ndarray  # WINDOW_DTYPE, sorted by window_id
     file_size: int
+    slices: dict[int, tuple[int, int]]  # stream id -> its index rows [lo, hi)
 
 
 def read_header(fd: Fd, path: str, file_size: int) -> Header:
@@ -164,11 +173,66 @@ def load_structure(
         )
     if meta.window_ns != h.window_ns:
         raise CorruptFileError(path, "header and metadata disagree on window length", 52)
-    _check_index(path, index, h, meta)
-    if not allow_overlap:
-        _check_aliasing(path, index, h)
+    ids = sorted(s.id for s in meta.streams)
+    slices = _index_sound(index, h, ids, allow_overlap)
+    if slices is None:  # something failed the fast proof: the full checks name it
+        _check_index(path, index, h, meta)
+        if not allow_overlap:
+            _check_aliasing(path, index, h)
+        slices = stream_slices(index, ids)
     table = load_windows(fd, path, h, file_size) if windows else np.zeros(0, WINDOW_DTYPE)
-    return Structure(h, meta, index, table, file_size)
+    return Structure(h, meta, index, table, file_size, slices)
+
+
+def stream_slices(index: np.ndarray, ids: list[int]) -> dict[int, tuple[int, int]]:
+    """Rows ``[lo, hi)`` of each stream id in an index sorted by stream (``lo == hi``: none)."""
+    sid = index["stream_id"]
+    keys = np.array(ids, dtype=np.uint16)
+    lo = np.searchsorted(sid, keys, "left").tolist()
+    hi = np.searchsorted(sid, keys, "right").tolist()
+    return dict(zip(ids, zip(lo, hi, strict=True), strict=True))
+
+
+def _index_sound(
+    index: np.ndarray, h: Header, ids: list[int], allow_overlap: bool
+) -> dict[int, tuple[int, int]] | None:
+    """The stream slices when every check of :func:`_check_index` (and, unless
+    ``allow_overlap``, :func:`_check_aliasing`) passes, proven with few whole-array
+    operations (~15 instead of ~40: at a few thousand entries each costs ~1 us);
+    None when any might fail (the full checks then decide and name the problem).
+
+    Sorted offsets give the lowest and highest offset, sorted ends the highest
+    end and, against the sorted offsets, the overlap test; one OR over the
+    offsets the alignment; a sorted stream column with slices covering every
+    row proves that every entry names a known stream.
+    """
+    n = len(index)
+    if n < 2:
+        return None
+    words = index.view("<u8").reshape(-1, 4)
+    off = words[:, 2]
+    size = index["size"]
+    if int(np.bitwise_or.reduce(off)) & (ALIGN - 1):
+        return None
+    starts = np.sort(off, kind="stable")  # timsort: the offsets are a few sorted runs
+    if int(starts[0]) < h.data_offset or int(starts[-1]) > h.index_offset:
+        return None
+    ends = np.sort(off + size, kind="stable")  # no wrap: every offset is at most index_offset < 2**63
+    if int(ends[-1]) > h.index_offset:
+        return None
+    if not allow_overlap and (not size.all() or (ends[:-1] > starts[1:]).any()):
+        return None
+    sid = index["stream_id"]
+    if (sid[1:] < sid[:-1]).any():
+        return None
+    ts = words[:, 1]
+    for k in np.flatnonzero(ts[1:] < ts[:-1]).tolist():  # allowed only where the stream changes
+        if sid[k] == sid[k + 1]:
+            return None
+    slices = stream_slices(index, ids)
+    if sum(b - a for a, b in slices.values()) != n:
+        return None
+    return slices
 
 
 def load_windows(fd: Fd, path: str, h: Header, file_size: int) -> np.ndarray:
