@@ -101,7 +101,8 @@ _char_at = ctypes.c_char.from_buffer
 
 def _aligned_alloc(size: int, align: int) -> np.ndarray:
     raw = np.empty(size + align, dtype=np.uint8)
-    start = -_address_of(_char_at(raw)) % align  # ~1 us less than raw.ctypes.data
+    # ~1 us less than raw.ctypes.data
+    start = -_address_of(_char_at(raw)) % align  # type: ignore[arg-type]  # arrays are buffers
     return raw[start : start + size]
 
 

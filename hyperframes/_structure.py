@@ -217,7 +217,7 @@ def _index_sound(
     starts = np.sort(off, kind="stable")  # timsort: the offsets are a few sorted runs
     if int(starts[0]) < h.data_offset or int(starts[-1]) > h.index_offset:
         return None
-    ends = np.sort(off + size, kind="stable")  # no wrap: every offset is at most index_offset < 2**63
+    ends = np.sort(off + size, kind="stable")  # no wrap: offsets are <= index_offset < 2**63
     if int(ends[-1]) > h.index_offset:
         return None
     if not allow_overlap and (not size.all() or (ends[:-1] > starts[1:]).any()):

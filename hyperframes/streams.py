@@ -379,7 +379,7 @@ class StreamInfo:
             {} if extra is None else extra,
         )
         if cls is not StreamInfo:
-            return cls(*values)
+            return cls(*values)  # type: ignore[arg-type]  # validated on construction
         # the slot setters and the same validation, without the frozen dataclass's
         # __init__ (12 object.__setattr__ calls: half the cost, on every open)
         info: StreamInfo = _new_object(StreamInfo)

@@ -48,7 +48,7 @@ def _full_checks_pass(index: np.ndarray, h: Header, meta: object, allow_overlap:
 
 def test_a_sound_index_is_proven_and_gives_the_stream_slices(write_file) -> None:
     path, _ = write_file()
-    index, h, ids, meta = _parts(path)
+    index, h, ids, _ = _parts(path)
     slices = structure._index_sound(index, h, ids, allow_overlap=False)
     assert slices == structure.stream_slices(index, ids)
     assert sum(b - a for a, b in slices.values()) == len(index)
