@@ -178,21 +178,6 @@ class Bucket:
             key=lambda o: o.key,
         )
 
-    def children(self, prefix: str) -> list[Obj]:
-        """The objects directly under ``prefix/`` (one listing with a delimiter: deeper
-        "folders" such as ``failed/`` are not walked)."""
-        try:
-            got = self._ob.list_with_delimiter(self._store, prefix or None)
-        except Exception as exc:
-            raise self._fail(prefix + "/", exc) from None
-        return sorted(
-            (
-                Obj(m["path"], int(m["size"]), str(m.get("e_tag") or ""), _mtime(m))
-                for m in got["objects"]
-            ),
-            key=lambda o: o.key,
-        )
-
     def head(self, key: str) -> Obj | None:
         """The object's metadata, or None when it does not exist."""
         try:

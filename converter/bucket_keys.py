@@ -14,6 +14,10 @@ prefix ``OUT`` (docs/CONVERTER.md, "Buckets"):
 ``OUT/ledger/YYYYMMDDTHHMMSS.ffffffZ-HOST-PID-N.json``  one result; key order is time order
 ``INBOX/failed/NAME`` + ``NAME.reason.json``           an input set aside, and why
 =====================================================  ==========================================
+
+``NAME`` is an inbox object's key below ``INBOX/`` (the uploader's
+``VEHICLE/YYYY-MM-DD/SEGMENT.hf``: outputs mirror the inbox's layout), or a
+named input's last component.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ __all__ = [
     "Layout",
     "ScanEntry",
     "scan_objects",
+    "inbox_name",
     "lease_doc",
     "lease_state",
     "ledger_name",
@@ -68,7 +73,7 @@ class Layout:
         """``(owner, name)`` of a staging key, or None for anything else."""
         rest = key.removeprefix(self.staging_prefix + "/")
         owner, _, name = rest.partition("/")
-        if rest == key or not owner or not name or "/" in name:
+        if rest == key or not owner or not name:
             return None
         return owner, name
 
@@ -127,21 +132,36 @@ class ScanEntry:
         return (self.key, self.etag, self.size)
 
 
-def scan_objects(
-    objects: list[tuple[str, int, str, float]], stale_tmp_s: float, now: float
-) -> list[ScanEntry]:
-    """Inbox actions for ``(key, size, etag, mtime)`` rows (direct children of the inbox).
+def inbox_name(prefix: str, key: str) -> str | None:
+    """The name of inbox object ``key`` (its key below ``prefix/``), or None when the
+    scan ignores it: outside the prefix, under ``failed/``, or a hidden component."""
+    rest = key[len(prefix) + 1 :] if prefix else key
+    if prefix and not key.startswith(prefix + "/"):
+        return None
+    parts = rest.split("/")
+    if parts[0] == "failed" and len(parts) > 1:
+        return None
+    if any(not p or p.startswith(".") for p in parts):
+        return None
+    return rest
 
+
+def scan_objects(
+    objects: list[tuple[str, int, str, float]], stale_tmp_s: float, now: float, prefix: str = ""
+) -> list[ScanEntry]:
+    """Inbox actions for ``(key, size, etag, mtime)`` rows listed under ``prefix``.
+
+    Every object under the prefix is an input (at any depth: the uploader's
+    ``VEHICLE/YYYY-MM-DD/`` folders), except ``failed/`` and hidden names.
     An object is whole once it is listed (a PUT or a multipart upload appears
     at once), so ``*.hf`` objects are converted without a settling time. A
     ``*.tmp`` is a recording never finalized: deferred until it is
-    ``stale_tmp_s`` old, then failed. Hidden names and other suffixes are
-    ignored.
+    ``stale_tmp_s`` old, then failed. Other suffixes are ignored.
     """
     out: list[ScanEntry] = []
     for key, size, etag, mtime in sorted(objects):
-        name = key.rpartition("/")[2]
-        if not name or name.startswith("."):
+        name = inbox_name(prefix, key)
+        if name is None:
             continue
         if name.endswith(TMP_SUFFIX):
             age = now - mtime

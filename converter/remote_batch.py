@@ -178,8 +178,12 @@ def _check(opts: BucketOptions) -> None:
             split_url(url)
         except ValueError as exc:
             raise ConfigError(what, str(exc)) from None
-    if opts.inbox is not None and _prefix(opts.inbox) == _prefix(opts.out):
-        raise ConfigError("--out", "must not be the inbox (outputs would be converted again)")
+    if opts.inbox is not None:
+        (ib, ip), (ob, op) = _prefix(opts.inbox), _prefix(opts.out)
+        if ib == ob and (ip == op or not ip or op.startswith(ip + "/")):
+            raise ConfigError(
+                "--out", "must not be the inbox or under it (outputs would be converted again)"
+            )
 
 
 class _Batch:
@@ -261,9 +265,10 @@ class _Batch:
         if self.inbox is None:
             return
         bucket, prefix = self.inbox
-        rows = [(o.key, o.size, o.etag, o.mtime) for o in bucket.children(prefix)]
+        rows = [(o.key, o.size, o.etag, o.mtime) for o in bucket.objects(prefix)]
         fresh: list[_Item] = []
-        for entry in scan_objects(rows, self.opts.config.batch.stale_tmp_s, time.time()):
+        stale_s = self.opts.config.batch.stale_tmp_s
+        for entry in scan_objects(rows, stale_s, time.time(), prefix):
             if entry.identity in self.state.seen:
                 continue
             item = _Item(
@@ -289,7 +294,9 @@ class _Batch:
         }
         self.display.queued()
         try:
-            outcome["moved_to"] = move_to_failed(bucket, self.layout, entry.key, outcome)
+            outcome["moved_to"] = move_to_failed(
+                bucket, self.layout, entry.key, entry.name, outcome
+            )
         except BucketError as exc:
             outcome["move_error"] = f"could not move to failed/: {exc}"
         self.done(outcome)
@@ -361,6 +368,7 @@ class _Batch:
             lease_s=lease_s,
             inbox=self.opts.inbox if item.inbox else None,
             etag=item.etag,
+            name=item.name,
         )
         item.owner = owner
         self.state.running[item.url] = item

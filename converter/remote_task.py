@@ -73,12 +73,15 @@ def make_bucket_request(
     inbox: str | None = None,
     etag: str | None = None,
     encoder: str | None = None,
+    name: str | None = None,
 ) -> str:
-    """The JSON request for :func:`run_bucket_task` (``inbox``: the input's inbox URL)."""
+    """The JSON request for :func:`run_bucket_task` (``inbox``: the input's inbox URL;
+    ``name``: the output's name below ``out``, by default the input's last component)."""
     return json.dumps(
         {
             "kind": "bucket",
             "input": source,
+            "name": name or split_url(source)[1].rpartition("/")[2],
             "out": out,
             "inbox": inbox,
             "etag": etag,
@@ -95,14 +98,16 @@ def _bucket_and_prefix(url: str) -> tuple[str, str]:
     return bucket, key.strip("/")
 
 
-def move_to_failed(bucket: Bucket, layout: Layout, key: str, outcome: dict[str, Any]) -> str:
-    """Set an inbox object aside: copy to ``INBOX/failed/NAME``, reason beside it, delete it.
+def move_to_failed(
+    bucket: Bucket, layout: Layout, key: str, name: str, outcome: dict[str, Any]
+) -> str:
+    """Set inbox object ``key`` (``name`` below the inbox) aside: copy it to
+    ``INBOX/failed/NAME``, write the reason beside it, delete it.
 
     Crash-safe in that order: a kill before the delete leaves the input in
     the inbox too, and the next attempt finds its own copy (a reason with the
     same SHA-256, or the same size when there is none) instead of another.
     """
-    name = key.rpartition("/")[2]
     src = bucket.head(key)
     for n in range(1000):
         target = layout.failed(name, n)
@@ -164,7 +169,7 @@ class _Job:
         self.outb = self.inb if out_bucket == in_bucket else Bucket(out_bucket)
         inbox = req.get("inbox")
         self.layout = Layout(out_prefix, _bucket_and_prefix(inbox)[1] if inbox else None)
-        self.name = self.in_key.rpartition("/")[2]
+        self.name: str = req.get("name") or self.in_key.rpartition("/")[2]
         self.final = self.layout.final(self.name)
         self.owner: str = req["owner"]
         from converter.plan import config_key  # noqa: PLC0415
@@ -176,7 +181,7 @@ class _Job:
         self.outb.put_json(self.layout.etag_marker(etag, size, self.key), doc)
 
     def adopt_final(self, sha: str) -> bool:
-        local = self.tmp / "existing" / self.name
+        local = self.tmp / "existing" / self.name.rpartition("/")[2]
         local.parent.mkdir()
         self.outb.download(self.final, local)
         return _adoptable(local, sha, self.key)
@@ -184,7 +189,7 @@ class _Job:
     def run(
         self, outcome: dict[str, Any], progress: Callable[[int, int, int], None] | None
     ) -> None:
-        src = self.tmp / "in" / self.name
+        src = self.tmp / "in" / self.name.rpartition("/")[2]
         src.parent.mkdir()
         obj, sha = self.inb.download(self.in_key, src, etag=self.req.get("etag"))
         outcome["sha256"] = sha
@@ -319,7 +324,9 @@ def run_bucket_task(request: str, progress: Callable[[int, int, int], None] | No
             and outcome.get("fault") in ("input", "verify")
         ):
             try:
-                outcome["moved_to"] = move_to_failed(job.inb, job.layout, job.in_key, outcome)
+                outcome["moved_to"] = move_to_failed(
+                    job.inb, job.layout, job.in_key, job.name, outcome
+                )
             except BucketError as exc2:
                 outcome["move_error"] = f"could not move to failed/: {exc2}"
     finally:

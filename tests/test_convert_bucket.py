@@ -57,9 +57,16 @@ def test_layout_scan_leases_and_ledger_names() -> None:
         ("raw/c.hf.tmp", 1, "e", 95.0),
         ("raw/d.hf.tmp", 1, "e", 10.0),
         ("raw/notes.txt", 1, "e", 0.0),
+        ("raw/veh1/2026-12-02/e.hf", 1, "e", 0.0),  # the uploader's layout
+        ("raw/failed/f.hf", 1, "e", 0.0),
+        ("raw/veh1/.hidden/g.hf", 1, "e", 0.0),
+        ("rawx/h.hf", 1, "e", 0.0),
     ]
-    got = {e.name: e.action for e in scan_objects(rows, 60.0, 100.0)}
-    assert got == {"b.hf": "convert", "c.hf.tmp": "defer", "d.hf.tmp": "fail"}
+    got = {e.name: e.action for e in scan_objects(rows, 60.0, 100.0, "raw")}
+    assert got == {"b.hf": "convert", "c.hf.tmp": "defer", "d.hf.tmp": "fail",
+                   "veh1/2026-12-02/e.hf": "convert"}  # fmt: skip
+    assert lay.parse_staging(lay.staging("o-1", "v/d/a.hf")) == ("o-1", "v/d/a.hf")
+    assert lay.final("v/d/a.hf") == "conv/v/d/a.hf"
     assert lease_state(None, 10.0) == "free"
     assert lease_state({"owner": "a", "expires": 20.0}, 10.0, "a") == "mine"
     assert lease_state({"owner": "a", "expires": 20.0}, 10.0, "b") == "live"
