@@ -115,12 +115,82 @@ def _reader_lines(tmp: Path, client: object, url: str) -> None:
     print(f"  file {local.stat().st_size / 1e6:.0f} MB")
 
 
+def _dataset_lines(tmp: Path, client: object, url: str, args: argparse.Namespace) -> None:
+    """Samples/s of one DataLoader over the bucket and over the same files on local disk."""
+    import torch
+    from s3_server import FaultyLink
+
+    from hyperframes.synth import profile, write_synthetic
+    from hyperframes.torch import HyperframeDataset, collate
+
+    client.create_bucket(Bucket="train")  # type: ignore[attr-defined]
+    files = []
+    for i in range(args.files):
+        local = tmp / f"train{i}.hf"
+        write_synthetic(str(local), profile("demo"), args.seconds, seed=i)
+        client.upload_file(str(local), "train", f"v/{local.name}")  # type: ignore[attr-defined]
+        files.append(local)
+    os.environ["AWS_ENDPOINT_URL"] = url
+
+    def epoch(paths: object) -> tuple[int, float]:
+        ds = HyperframeDataset(paths, decode="cpu")  # type: ignore[arg-type]
+        loader = torch.utils.data.DataLoader(
+            ds,
+            batch_size=args.batch,
+            shuffle=True,
+            num_workers=args.workers,
+            collate_fn=collate,
+            generator=torch.Generator().manual_seed(0),
+        )
+        t0 = time.perf_counter()
+        n = sum(len(b["file"]) for b in loader)
+        return n, time.perf_counter() - t0
+
+    rates: dict[str, list[float]] = {"local disk": [], "s3 endpoint": []}
+    glob = "s3://train/v/*.hf"
+    for _ in range(args.epochs):  # interleaved, so that load drifts hit both alike
+        for label, paths in (("local disk", [str(p) for p in files]), ("s3 endpoint", glob)):
+            n, took = epoch(paths)
+            rates[label].append(n / took)
+    link = FaultyLink(int(url.rsplit(":", 1)[1]))  # one more epoch through a relay that counts
+    os.environ["AWS_ENDPOINT_URL"] = link.url
+    n, _ = epoch(glob)
+    gets = sum(1 for s in link.seen if s.startswith("GET /train/v/train"))
+    link.close()
+    os.environ["AWS_ENDPOINT_URL"] = url
+    size = sum(p.stat().st_size for p in files) / 1e6
+    print(f"  {args.files} files x {args.seconds:g} s of the demo profile ({size:.0f} MB), "
+          f"{n} samples an epoch; DataLoader: {args.workers} workers, batch {args.batch}, "
+          "shuffled, decode=cpu, every stream")  # fmt: skip
+    base = statistics.median(rates["local disk"])
+    for label, xs in rates.items():
+        med = statistics.median(xs)
+        print(f"  {label:<12} {med:7.1f} samples/s  ({min(xs):.1f}-{max(xs):.1f})  "
+              f"{med / base:5.2f}x")  # fmt: skip
+    print(
+        f"  {gets / n:.2f} GET requests per sample from the endpoint ({gets} in one epoch, "
+        f"opens included: {args.workers} workers x {args.files} files)"
+    )
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--segments", type=int, default=6)
     ap.add_argument("--mb", type=int, default=24, help="MiB per segment")
     ap.add_argument("--part-mb", type=int, default=8)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument(
+        "--only",
+        choices=("upload", "reader", "dataset"),
+        help="one part: upload (1, 2), reader (3) or dataset (4)",
+    )
+    ap.add_argument("--files", type=int, default=4, help="dataset: files (default 4)")
+    ap.add_argument(
+        "--seconds", type=float, default=10.0, help="dataset: seconds per file (default 10)"
+    )
+    ap.add_argument("--epochs", type=int, default=5, help="dataset: epochs each (default 5)")
+    ap.add_argument("--workers", type=int, default=2, help="dataset: DataLoader workers")
+    ap.add_argument("--batch", type=int, default=8, help="dataset: batch size")
     args = ap.parse_args()
     os.environ.update(AWS_ACCESS_KEY_ID="bench", AWS_SECRET_ACCESS_KEY="bench",
                       AWS_DEFAULT_REGION="us-east-1")  # fmt: skip
@@ -129,67 +199,82 @@ def main() -> int:
           f"parts of {args.part_mb} MiB, {args.rounds} rounds")  # fmt: skip
     with tempfile.TemporaryDirectory() as tmp, s3_endpoint() as url:
         client = s3_client(url, "bench", "bench")
-        rates: dict[str, list[float]] = {"hyperframes upload": [], "boto3 plain multipart": [],
-                                         "obstore put": []}  # fmt: skip
-        for r in range(args.rounds):
-            out = Path(tmp) / f"out{r}"
-            paths = _segments(out, args.segments, args.mb)
-            bucket = f"bench{r}"
-            client.create_bucket(Bucket=bucket)
-            cfg = parse_config({
-                "vehicle_id": "bench", "output_dir": str(out),
-                "zmq": {"endpoint": "tcp://127.0.0.1:5999"},
-                "streams": [{"id": 0, "name": "imu", "kind": "imu", "encoding": "imu-f64",
-                             "topic": "imu"}],
-                "upload": {"dest": f"s3://{bucket}/hf", "endpoint_url": url,
-                           "part_mb": args.part_mb},
-            })  # fmt: skip
-            part = args.part_mb * MiB
+        if args.only in (None, "upload"):
+            _upload_lines(Path(tmp), client, url, args, total)
+        if args.only in (None, "reader"):
+            print("\n3. HyperframeReader: open + one window (median of 15)")
+            _reader_lines(Path(tmp), client, url)
+        if args.only in (None, "dataset"):
+            print("\n4. dataset samples/s (median over epochs; ratio to local disk)")
+            _dataset_lines(Path(tmp), client, url, args)
+    if args.only in (None, "upload"):
+        _import_lines()
+    return 0
+
+
+def _upload_lines(
+    tmp: Path, client: object, url: str, args: argparse.Namespace, total: int
+) -> None:
+    rates: dict[str, list[float]] = {"hyperframes upload": [], "boto3 plain multipart": [],
+                                     "obstore put": []}  # fmt: skip
+    for r in range(args.rounds):
+        out = Path(tmp) / f"out{r}"
+        paths = _segments(out, args.segments, args.mb)
+        bucket = f"bench{r}"
+        client.create_bucket(Bucket=bucket)
+        cfg = parse_config({
+            "vehicle_id": "bench", "output_dir": str(out),
+            "zmq": {"endpoint": "tcp://127.0.0.1:5999"},
+            "streams": [{"id": 0, "name": "imu", "kind": "imu", "encoding": "imu-f64",
+                         "topic": "imu"}],
+            "upload": {"dest": f"s3://{bucket}/hf", "endpoint_url": url,
+                       "part_mb": args.part_mb},
+        })  # fmt: skip
+        part = args.part_mb * MiB
+        t0 = time.perf_counter()
+        _plain_put(client, bucket, paths, part)
+        t1 = time.perf_counter()
+        UploadService(cfg, cfg.upload).run_once()
+        t2 = time.perf_counter()
+        _obstore_put(url, bucket, paths, part)
+        t3 = time.perf_counter()
+        for name, took in (("boto3 plain multipart", t1 - t0), ("hyperframes upload", t2 - t1),
+                           ("obstore put", t3 - t2)):  # fmt: skip
+            rates[name].append(total / took / 1e6)
+    base = statistics.median(rates["boto3 plain multipart"])
+    print("\n1. upload throughput (median MB/s over rounds; ratio to the plain put)")
+    for name, xs in rates.items():
+        med = statistics.median(xs)
+        print(f"  {name:<24} {med:7.1f} MB/s  ({min(xs):.1f}-{max(xs):.1f})  {med / base:5.2f}x")
+
+    key = "hf/bench/2026-12-02/" + paths[0].name
+    print("\n2. range reads of one object (median ms over 30)")
+    import obstore
+    from obstore.store import S3Store
+
+    store = S3Store("bench0", endpoint=url, access_key_id="bench", secret_access_key="bench",
+                    region="us-east-1", client_options={"allow_http": True})  # fmt: skip
+    seg = args.mb * MiB
+    for label, off, size in (
+        ("header 512 B", 0, 512),
+        ("index 64 KiB", seg - 65536, 65536),
+        ("window 1.9 MB", seg // 3, min(1_900_000, seg // 2)),
+    ):
+        b, o = [], []
+        for _ in range(30):
             t0 = time.perf_counter()
-            _plain_put(client, bucket, paths, part)
-            t1 = time.perf_counter()
-            UploadService(cfg, cfg.upload).run_once()
-            t2 = time.perf_counter()
-            _obstore_put(url, bucket, paths, part)
-            t3 = time.perf_counter()
-            for name, took in (("boto3 plain multipart", t1 - t0), ("hyperframes upload", t2 - t1),
-                               ("obstore put", t3 - t2)):  # fmt: skip
-                rates[name].append(total / took / 1e6)
-        base = statistics.median(rates["boto3 plain multipart"])
-        print("\n1. upload throughput (median MB/s over rounds; ratio to the plain put)")
-        for name, xs in rates.items():
-            med = statistics.median(xs)
-            print(
-                f"  {name:<24} {med:7.1f} MB/s  ({min(xs):.1f}-{max(xs):.1f})  {med / base:5.2f}x"
-            )
+            client.get_object(Bucket="bench0", Key=key, Range=f"bytes={off}-{off + size - 1}")[
+                "Body"
+            ].read()
+            b.append(time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            bytes(obstore.get_range(store, key, start=off, length=size))
+            o.append(time.perf_counter() - t0)
+        print(f"  {label:<14} boto3 {statistics.median(b) * 1e3:6.2f} ms   "
+              f"obstore {statistics.median(o) * 1e3:6.2f} ms")  # fmt: skip
 
-        key = "hf/bench/2026-12-02/" + paths[0].name
-        print("\n2. range reads of one object (median ms over 30)")
-        import obstore
-        from obstore.store import S3Store
 
-        store = S3Store("bench0", endpoint=url, access_key_id="bench", secret_access_key="bench",
-                        region="us-east-1", client_options={"allow_http": True})  # fmt: skip
-        seg = args.mb * MiB
-        for label, off, size in (
-            ("header 512 B", 0, 512),
-            ("index 64 KiB", seg - 65536, 65536),
-            ("window 1.9 MB", seg // 3, min(1_900_000, seg // 2)),
-        ):
-            b, o = [], []
-            for _ in range(30):
-                t0 = time.perf_counter()
-                client.get_object(Bucket="bench0", Key=key, Range=f"bytes={off}-{off + size - 1}")[
-                    "Body"
-                ].read()
-                b.append(time.perf_counter() - t0)
-                t0 = time.perf_counter()
-                bytes(obstore.get_range(store, key, start=off, length=size))
-                o.append(time.perf_counter() - t0)
-            print(f"  {label:<14} boto3 {statistics.median(b) * 1e3:6.2f} ms   "
-                  f"obstore {statistics.median(o) * 1e3:6.2f} ms")  # fmt: skip
-        print("\n3. HyperframeReader: open + one window (median of 15)")
-        _reader_lines(Path(tmp), client, url)
+def _import_lines() -> None:
     for mod in ("boto3", "obstore"):
         code = (
             f"import time;t=time.perf_counter();import {mod};"
@@ -199,7 +284,6 @@ def main() -> int:
         t, rss = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                                 check=True).stdout.split()  # fmt: skip
         print(f"  import {mod:<8} {float(t) * 1e3:6.0f} ms, peak RSS {int(rss) / 1024:.0f} MB")
-    return 0
 
 
 if __name__ == "__main__":

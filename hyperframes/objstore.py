@@ -9,7 +9,9 @@ descriptor (its size and ``pread``) over an S3-compatible store:
   the object's size), and one of the first 64 KiB (the header); a trailer
   larger than the tail costs one more. These spans stay in memory.
 - every other ``pread`` is one ranged GET (the reader reads a window's frames
-  with one ``pread``, so a window costs one request).
+  with one ``pread``, so a window costs one request); :meth:`RemoteFile.hold`
+  fetches a span that several reads then share (the datasets hold a
+  sample's span, so a sample of many streams costs one request too).
 
 :func:`cached_path` instead downloads the whole object once into a local
 cache directory (atomically, checked against the store's size and ETag) for
@@ -231,6 +233,14 @@ class RemoteFile:
         end = min(self.size, offset + size)
         if end > offset and self._cached(end - offset, offset) is None:
             self._spans.append((offset, self._get(offset, end)))
+
+    def hold(self, offset: int, size: int) -> None:
+        """Fetch ``[offset, offset + size)`` in one request and keep it until the next
+        :meth:`hold` or read-ahead (a sample's frames of every stream: one window, one
+        request, however many streams read from it). A span already held costs nothing."""
+        end = min(self.size, offset + size)
+        if end > offset and self._cached(end - offset, offset) is None:
+            self._ra = (offset, self._get(offset, end))
 
     def pread(self, size: int, offset: int) -> bytes:
         """Up to ``size`` bytes at ``offset`` (fewer only at the end), like ``os.pread``."""

@@ -117,3 +117,28 @@ def test_dataset_over_a_glob_of_urls_matches_the_local_files(s3: Any) -> None:
         assert a["file"].startswith("s3://fleet/drive/") and same(a, b)
     loader = torch.utils.data.DataLoader(remote, batch_size=4, num_workers=2, collate_fn=collate)
     assert sum(1 for _ in loader) == (len(remote) + 3) // 4
+
+
+def test_a_sample_of_every_stream_costs_one_request(s3: Any) -> None:
+    pytest.importorskip("torch")
+    from s3_server import FaultyLink
+
+    from hyperframes.torch import HyperframeDataset
+
+    url, local = s3
+    link = FaultyLink(int(url.rsplit(":", 1)[1]))  # counts the requests it passes on
+    os.environ["AWS_ENDPOINT_URL"] = link.url
+    try:
+        ds = HyperframeDataset("s3://fleet/drive/a.hf")  # every stream: cameras, lidar, imu
+        here = HyperframeDataset(local)
+        assert len(ds.streams) >= 3
+        ds[0]  # opens the file
+        before = len(link.seen)
+        for i in range(1, 11):
+            got, want = ds[i], here[i]
+            assert got["lidar"]["lidar_top"]["data"][0].equal(want["lidar"]["lidar_top"]["data"][0])
+        gets = [s for s in link.seen[before:] if s.startswith("GET /fleet/drive/a.hf")]
+        assert len(gets) == 10, gets  # one ranged GET a sample, not one per stream
+    finally:
+        os.environ["AWS_ENDPOINT_URL"] = url
+        link.close()

@@ -149,16 +149,19 @@ def load_steps(
     fw = catalog.files[file]
     path = fw.path
     jobs: dict[str, Callable[[], _Arrays]] = {}
+    spans: list[np.ndarray] = []
     for stream in catalog.streams:
         if decode == "gpu" and stream.encoding == "h265":
             continue
         sid = fw.stream_ids[stream.name]
         wanted = sorted({p for plan in plans for p in plan.positions[stream.name] if p is not None})
+        spans.append(state.stream(path, sid)[0] + np.asarray(wanted, dtype=np.int64))
 
         def job(s: StreamInfo = stream, i: int = sid, w: list[int] = wanted) -> _Arrays:
             return _load_stream(state, path, s, i, w, decode, catalog.window_ns)
 
         jobs[stream.name] = job
+    _hold_span(state.reader(path), spans)
     arrays = _run(state, jobs, threads, path, plans)
     samples = []
     for plan in plans:
@@ -184,6 +187,25 @@ def load_steps(
             group[stream.name] = _stream_entry(plan, stream.name, ts, arrays.get(stream.name), span)
         samples.append(sample)
     return samples
+
+
+_HOLD_MAX = 64 << 20  # larger spans are read stream by stream
+
+
+def _hold_span(reader: Any, positions: list[np.ndarray]) -> None:
+    """From a bucket: fetch the bytes of every frame the sample needs in one request (a
+    window's frames are contiguous in the file), so the streams' reads share it."""
+    remote = reader.remote
+    if remote is None or not positions:
+        return
+    idx = np.concatenate(positions)
+    if idx.size < 2:
+        return
+    rows = reader.index[idx]
+    start = int(rows["offset"].min())
+    end = int((rows["offset"] + rows["size"]).max())
+    if end - start <= _HOLD_MAX:
+        remote.hold(start, end - start)
 
 
 def _run(
