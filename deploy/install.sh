@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Install the hyperframes recorder as a systemd service on a Debian-based box
-# (arm64 or amd64), or into a system image. Idempotent: run it again to
+# (arm64 or amd64), or into a system image, with the uploader beside it
+# (hyperframes-upload.service: installed always, enabled and started only when
+# the installed config has an upload: section). Idempotent: run it again to
 # upgrade; an existing /etc/hyperframes/vehicle.yaml is never overwritten.
 #
 #   sudo deploy/install.sh [--dry-run] [--root DIR] [--config FILE] [--start] [SOURCE]
@@ -18,8 +20,11 @@ readonly CONF_DIR=/etc/hyperframes
 readonly CONF_FILE=${CONF_DIR}/vehicle.yaml
 readonly DATA_DIR=/var/lib/hyperframes
 readonly UNIT_NAME=hyperframes-recorder.service
+readonly UPLOAD_UNIT=hyperframes-upload.service
 readonly UNIT_DIR=/etc/systemd/system
-readonly EXTRAS='[recorder,systemd]'
+# upload brings boto3 (s3:// destinations), so that adding an upload: section later
+# needs no reinstall
+readonly EXTRAS='[recorder,systemd,upload]'
 readonly APT_PACKAGES=(python3-venv python3-dev libsystemd-dev pkg-config gcc)
 
 SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -35,7 +40,7 @@ usage: $0 [--dry-run] [--root DIR] [--config FILE] [--start] [SOURCE]
   --root DIR    install into the system image rooted at DIR (same architecture and
                 Python as this machine; else run this script inside the image's chroot)
                 instead of this system; the unit is enabled offline, nothing is started
-  --start       (re)start the service after installing (default: only enable it)
+  --start       (re)start the services after installing (default: only enable them)
   --dry-run     print every action instead of doing it; needs no root
   -h, --help    this text
 EOF
@@ -110,6 +115,8 @@ else
     die "SOURCE must be a project directory or a .whl file: $SOURCE"
 fi
 [[ -f $UNIT_SRC ]] || die "unit file not found: $UNIT_SRC"
+UPLOAD_SRC=$(dirname "$UNIT_SRC")/$UPLOAD_UNIT
+[[ -f $UPLOAD_SRC ]] || die "unit file not found: $UPLOAD_SRC"
 [[ -z $CONFIG_SRC || -f $CONFIG_SRC ]] || die "config not found: $CONFIG_SRC"
 
 # --root DIR: every path below is DIR/path; files inside the image name the image's paths.
@@ -249,14 +256,48 @@ if [[ -n $ROOT_DIR ]]; then
     fi
 fi
 
+# Whether the installed config (or, in a dry run, the one that would be) has an
+# upload: section: the venv's YAML parser when it is there, else a top-level key.
+UPLOAD_CONF=$R_CONF_FILE
+[[ -e $UPLOAD_CONF || -z $CONFIG_SRC ]] || UPLOAD_CONF=$CONFIG_SRC
+UPLOAD=0
+if [[ -f $UPLOAD_CONF ]]; then
+    if ((!DRY_RUN)) && [[ -x $R_VENV/bin/python ]]; then
+        "$R_VENV/bin/python" -c 'import sys, yaml
+d = yaml.safe_load(open(sys.argv[1], encoding="utf-8"))
+sys.exit(0 if isinstance(d, dict) and d.get("upload") else 1)' "$UPLOAD_CONF" 2>/dev/null \
+            && UPLOAD=1
+    else
+        grep -qE '^upload:' "$UPLOAD_CONF" && UPLOAD=1
+    fi
+fi
+
 # --- systemd -----------------------------------------------------------------
 
-log "unit $R_UNIT_DIR/$UNIT_NAME"
+log "units $R_UNIT_DIR/$UNIT_NAME, $UPLOAD_UNIT"
 [[ -z $ROOT_DIR ]] || run install -d -m 0755 "$R_UNIT_DIR"
 run install -m 0644 "$UNIT_SRC" "$R_UNIT_DIR/$UNIT_NAME"
+run install -m 0644 "$UPLOAD_SRC" "$R_UNIT_DIR/$UPLOAD_UNIT"
+UNITS=("$UNIT_NAME")
+if ((UPLOAD)); then
+    UNITS+=("$UPLOAD_UNIT")
+    log "uploader: $UPLOAD_CONF has an upload: section, enabling ${UPLOAD_UNIT%.service}"
+else
+    log "uploader: $UPLOAD_CONF has no upload: section, ${UPLOAD_UNIT%.service} installed but" \
+        "not enabled (add one, then run this script again or" \
+        "systemctl enable --now ${UPLOAD_UNIT%.service})"
+    # enabled before, from a config that had one: it would fail at every start now
+    if [[ -L $R_UNIT_DIR/multi-user.target.wants/$UPLOAD_UNIT ]]; then
+        if ((SYSTEMD_RUNNING)); then
+            run systemctl disable --now "$UPLOAD_UNIT"
+        else
+            run systemctl ${ROOT_DIR:+--root="$ROOT_DIR"} disable "$UPLOAD_UNIT"
+        fi
+    fi
+fi
 if ((!SYSTEMD_RUNNING)); then
     # enable only makes symlinks: it works offline (--root: in the image's /etc)
-    run systemctl ${ROOT_DIR:+--root="$ROOT_DIR"} enable "$UNIT_NAME"
+    run systemctl ${ROOT_DIR:+--root="$ROOT_DIR"} enable "${UNITS[@]}"
     why="/run/systemd/system is absent: a chroot, a container or an image build"
     [[ -z $ROOT_DIR ]] || why="installing into the image at $ROOT_DIR"
     skipped="systemctl daemon-reload"
@@ -265,11 +306,11 @@ if ((!SYSTEMD_RUNNING)); then
         "the service starts at the next boot"
 elif ((START)); then
     run systemctl daemon-reload
-    run systemctl enable "$UNIT_NAME"
-    run systemctl restart "$UNIT_NAME"
-    log "started: systemctl status ${UNIT_NAME%.service}; journalctl -u ${UNIT_NAME%.service} -f"
+    run systemctl enable "${UNITS[@]}"
+    run systemctl restart "${UNITS[@]}"
+    log "started: systemctl status ${UNITS[*]%.service}; journalctl -u ${UNIT_NAME%.service} -f"
 else
     run systemctl daemon-reload
-    run systemctl enable "$UNIT_NAME"
-    log "enabled; start with: systemctl start ${UNIT_NAME%.service}"
+    run systemctl enable "${UNITS[@]}"
+    log "enabled; start with: systemctl start ${UNITS[*]%.service}"
 fi

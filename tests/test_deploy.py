@@ -15,9 +15,11 @@ import tempfile
 from pathlib import Path
 
 import pytest
+import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 UNIT = ROOT / "deploy" / "hyperframes-recorder.service"
+UPLOAD = ROOT / "deploy" / "hyperframes-upload.service"
 SYSTEMD_RUNNING = Path("/run/systemd/system").is_dir()  # what install.sh checks
 INSTALL = ROOT / "deploy" / "install.sh"
 EXEC_START = (
@@ -201,12 +203,15 @@ def test_install_dry_run(tmp_path: Path) -> None:
     assert actions, proc.stdout
     assert (
         f"/opt/hyperframes/venv/bin/python -m pip install --quiet --upgrade "
-        f"{ROOT}[recorder,systemd]" in actions
+        f"{ROOT}[recorder,systemd,upload]" in actions
     ), actions
     assert "ln -sfn /opt/hyperframes/venv/bin/hyperframes /usr/local/bin/hyperframes" in actions
     unit_install = f"install -m 0644 {UNIT} /etc/systemd/system/{UNIT.name}"
     assert unit_install in actions
-    assert f"systemctl enable {UNIT.name}" in actions
+    assert f"install -m 0644 {UPLOAD} /etc/systemd/system/{UPLOAD.name}" in actions
+    if not Path("/etc/hyperframes/vehicle.yaml").exists():  # else that one decides
+        assert f"systemctl enable {UNIT.name}" in actions  # the config has no upload:
+        assert f"{UPLOAD.name.removesuffix('.service')} installed but not enabled" in proc.stdout
     assert not any(a.startswith("systemctl restart") for a in actions), "no --start given"
     assert "install -d -m 0750 -o hyperframes -g hyperframes /var/lib/hyperframes" in actions
     if not Path("/etc/hyperframes/vehicle.yaml").exists():
@@ -228,6 +233,23 @@ def test_install_dry_run(tmp_path: Path) -> None:
         actions.index(f"systemctl enable {UNIT.name}"),
     ]
     assert order == sorted(order), "unit installed, then daemon-reload, then enable"
+
+
+@pytest.mark.skipif(Path("/etc/hyperframes/vehicle.yaml").exists(),
+                    reason="this machine's installed config decides")  # fmt: skip
+def test_install_dry_run_enables_the_uploader_when_the_config_uploads(tmp_path: Path) -> None:
+    config = tmp_path / "car.yaml"
+    config.write_text("vehicle_id: test\nupload:\n  dest: s3://fleet/raw\n")
+    proc = _dry_run("--start", "--config", os.fspath(config), os.fspath(ROOT))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = proc.stdout.splitlines()
+    assert f"+ install -m 0644 {UPLOAD} /etc/systemd/system/{UPLOAD.name}" in lines
+    both = f"{UNIT.name} {UPLOAD.name}"
+    if SYSTEMD_RUNNING:
+        assert f"+ systemctl enable {both}" in lines and f"+ systemctl restart {both}" in lines
+    else:
+        assert f"+ systemctl enable {both}" in lines
+    assert f"{config} has an upload: section, enabling hyperframes-upload" in proc.stdout
 
 
 def test_install_dry_run_start() -> None:
@@ -270,7 +292,8 @@ def test_install_dry_run_into_an_image_root(tmp_path: Path) -> None:
         actions
     )
     assert f"install -m 0644 {UNIT} {r}/etc/systemd/system/{UNIT.name}" in actions
-    assert f"systemctl --root={r} enable {UNIT.name}" in actions
+    assert f"systemctl --root={r} enable {UNIT.name}" in actions  # no config: no uploader
+    assert f"install -m 0644 {UPLOAD} {r}/etc/systemd/system/{UPLOAD.name}" in actions
     assert not any(a.startswith("systemctl daemon-reload") for a in actions)
     assert f"no running systemd (installing into the image at {r})" in proc.stdout
 
@@ -319,9 +342,26 @@ def test_install_into_an_image_root_without_systemd(tmp_path: Path) -> None:
     assert (data.st_uid, data.st_gid, data.st_mode & 0o777) == (uid, gid, 0o750)
     conf = (root / "etc/hyperframes/vehicle.yaml").stat()
     assert (conf.st_uid, conf.st_gid, conf.st_mode & 0o777) == (0, gid, 0o640)
-    check = subprocess.run([os.fspath(venv / "bin/python"), "-c", "import recorder, systemd"],
-                           capture_output=True, text=True, check=False)
+    check = subprocess.run([os.fspath(venv / "bin/python"), "-c",
+                            "import recorder, systemd, boto3"],
+                           capture_output=True, text=True, check=False)  # fmt: skip
     assert check.returncode == 0, check.stderr
+    # the demo config has an upload: section: the uploader is enabled beside the recorder
+    assert (root / "etc/systemd/system" / UPLOAD.name).read_text() == UPLOAD.read_text()
+    up_wants = root / "etc/systemd/system/multi-user.target.wants" / UPLOAD.name
+    assert str(up_wants.readlink()) == f"/etc/systemd/system/{UPLOAD.name}"
+    assert "has an upload: section, enabling hyperframes-upload" in out
+    # the same install again after the section is removed: the uploader is disabled
+    conf_file = root / "etc/hyperframes/vehicle.yaml"
+    doc = yaml.safe_load(conf_file.read_text())
+    del doc["upload"]
+    conf_file.write_text(yaml.safe_dump(doc))
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=False)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out
+    assert "has no upload: section, hyperframes-upload installed but not enabled" in out
+    assert not up_wants.exists() and not up_wants.is_symlink()
+    assert wants.is_symlink()  # the recorder stays enabled
 
 
 @pytest.mark.parametrize(
