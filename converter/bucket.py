@@ -28,9 +28,10 @@ Needs the ``s3`` extra (obstore); a missing extra is a
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -52,6 +53,8 @@ __all__ = [
 FINAL_COPY_ENV: Final = "HYPERFRAMES_S3_FINAL_COPY"
 _CHUNK: Final = 8 << 20
 CHANGED: Final = "changed since it was listed"
+#: ``progress(bytes_done, bytes_total)`` of one download or upload
+Transfer = Callable[[int, int], None]
 
 
 class BucketError(ConverterError):
@@ -198,7 +201,9 @@ class Bucket:
             raise self._fail(key, exc) from None
         return iter(got.stream(min_chunk_size=_CHUNK)), got.meta
 
-    def download(self, key: str, dest: Path, *, etag: str | None = None) -> tuple[Obj, str]:
+    def download(
+        self, key: str, dest: Path, *, etag: str | None = None, progress: Transfer | None = None
+    ) -> tuple[Obj, str]:
         """Stream ``key`` into ``dest`` (fsynced); returns its metadata and SHA-256.
 
         With ``etag`` the GET is conditional (``If-Match``): the version listed.
@@ -206,6 +211,7 @@ class Bucket:
         chunks, meta = self._stream(key, etag)
         digest = hashlib.sha256()
         size = 0
+        total = int(meta["size"])
         try:
             with dest.open("wb") as f:
                 for chunk in chunks:
@@ -213,6 +219,8 @@ class Bucket:
                     digest.update(view)
                     f.write(view)
                     size += len(view)
+                    if progress is not None:
+                        progress(size, total)
                 f.flush()
                 os.fsync(f.fileno())
         except BucketError:
@@ -226,16 +234,19 @@ class Bucket:
         obj = Obj(key, size, str(meta.get("e_tag") or ""), _mtime(meta))
         return obj, digest.hexdigest()
 
-    def sha256(self, key: str) -> tuple[int, str]:
+    def sha256(self, key: str, *, progress: Transfer | None = None) -> tuple[int, str]:
         """Re-read ``key`` whole: its size and SHA-256 (the upload check)."""
-        chunks, _meta = self._stream(key)
+        chunks, meta = self._stream(key)
         digest = hashlib.sha256()
         size = 0
+        total = int(meta["size"])
         try:
             for chunk in chunks:
                 view = memoryview(chunk)
                 digest.update(view)
                 size += len(view)
+                if progress is not None:
+                    progress(size, total)
         except Exception as exc:
             raise self._fail(key, exc) from None
         return size, digest.hexdigest()
@@ -261,10 +272,18 @@ class Bucket:
 
     # --- writing -----------------------------------------------------------------
 
-    def upload(self, path: Path, key: str) -> None:
-        """Upload a local file (multipart above 5 MiB; atomic: whole or nothing)."""
+    def upload(self, path: Path, key: str, *, progress: Transfer | None = None) -> None:
+        """Upload a local file (multipart above 5 MiB; atomic: whole or nothing).
+
+        ``progress`` hears of the bytes as the store's client reads them (it
+        sends up to a few parts at once behind that).
+        """
         try:
-            self._ob.put(self._store, key, path)
+            if progress is None:
+                self._ob.put(self._store, key, path)
+            else:
+                with _Counted(path, progress) as f:
+                    self._ob.put(self._store, key, f)
         except Exception as exc:
             raise self._fail(key, exc) from None
 
@@ -324,3 +343,29 @@ class Bucket:
             if type(exc).__name__ == "NotFoundError":
                 return
             raise self._fail(key, exc) from None
+
+
+class _Counted(io.FileIO):
+    """A file read for an upload, reporting the bytes read so far."""
+
+    def __init__(self, path: Path, progress: Transfer) -> None:
+        super().__init__(path, "rb")
+        self._progress = progress
+        self._total = os.fstat(self.fileno()).st_size
+        self._done = 0
+
+    def _count(self, n: int) -> None:
+        self._done += n
+        self._progress(self._done, self._total)
+
+    def read(self, size: int | None = -1) -> bytes:
+        """Read and count."""
+        data = super().read(size)
+        self._count(len(data))
+        return data
+
+    def readinto(self, buffer: Any) -> int:
+        """Read into ``buffer`` and count."""
+        n = super().readinto(buffer)
+        self._count(n or 0)
+        return n

@@ -34,7 +34,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 import numpy as np
 
@@ -57,6 +57,7 @@ __all__ = [
     "StreamResult",
     "ConversionResult",
     "Progress",
+    "PhaseProgress",
     "convert_archive",
     "file_sha256",
     "conversion_record",
@@ -74,6 +75,14 @@ _LOOKAHEAD: Final = 2  # window blocks the camera encoders may run ahead of the 
 
 #: ``progress(frames_done, frames_total, stored_bytes_read)``, called after every window block.
 Progress = Callable[[int, int, int], None]
+
+
+class PhaseProgress(Protocol):
+    """A :data:`Progress` that also hears of a bucket task's transfers: ``phase`` is
+    ``download``, ``upload`` or ``re-read`` (bytes done, bytes in all, bytes done)."""
+
+    def __call__(self, done: int, total: int, nbytes: int, phase: str = "convert", /) -> None:
+        """One step of the current phase."""
 
 
 @dataclass(slots=True)

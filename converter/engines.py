@@ -55,8 +55,9 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 Outcome = dict[str, Any]
-#: ``on_progress(key, frames_done, frames_total, bytes_done)``
-ProgressSink = Callable[[str, int, int, int], None]
+#: ``on_progress(key, done, total, bytes_done, phase)``: frames of a conversion (phase
+#: ``convert``), or bytes of a bucket task's ``download``, ``upload`` or ``re-read``
+ProgressSink = Callable[[str, int, int, int, str], None]
 
 _PR_SET_PDEATHSIG: Final = 1
 _CORES_PER_ARCHIVE: Final = 4  # x265 (wavefront threads) + the camera threads of one archive
@@ -139,12 +140,12 @@ def _child_main(request: str, conn: Connection, parent: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the batch decides when to stop a worker
     last = 0.0
 
-    def progress(frames: int, total: int, nbytes: int) -> None:
+    def progress(frames: int, total: int, nbytes: int, phase: str = "convert") -> None:
         nonlocal last
         now = time.monotonic()
         if now - last >= 0.25 or frames == total:
             last = now
-            conn.send_bytes(json.dumps({"progress": [frames, total, nbytes]}).encode())
+            conn.send_bytes(json.dumps({"progress": [frames, total, nbytes, phase]}).encode())
 
     outcome = run_task(request, progress)
     conn.send_bytes(json.dumps({"outcome": json.loads(outcome)}).encode())

@@ -1,8 +1,10 @@
 """What a person sees: live progress (rich) and the summary table at the end.
 
 On a terminal with rich installed the batch shows one bar for the files and
-one per archive being converted (frames, MB/s of input read); elsewhere (a
-log file, systemd, rich missing) one plain line per finished file. The
+one per archive being converted (frames, MB/s of input read; from a bucket
+also the download, upload and re-read, in MB); elsewhere (a log file,
+systemd, rich missing) one plain line per finished file, and for a bucket
+transfer still running a line every 30 s. The
 summary — files converted, skipped, failed, deferred; bytes before and after;
 the ratio per sensor kind; PSNR min/median per camera; time — is printed in
 both cases. :class:`Tally` gathers it from outcomes and is pure.
@@ -17,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any, Self
+
+from hyperframes._cliutil import TransferMeter
 
 __all__ = ["Tally", "BatchDisplay"]
 
@@ -162,6 +166,9 @@ class BatchDisplay:
         self._files: Any = None
         self._tasks: dict[str, Any] = {}
         self._started: dict[str, float] = {}
+        self._meters: dict[str, TransferMeter] = {}  # key -> the transfer running now
+        self.log_every_s = 30.0
+        """Off a terminal, how often a bucket transfer still running prints a line."""
         try:
             from rich.console import Console  # noqa: PLC0415 - optional extra
         except ImportError:
@@ -218,19 +225,53 @@ class BatchDisplay:
         if self._progress is not None:
             self._tasks[key] = self._progress.add_task(f"  {Path(key).name}", total=None, rate="")
 
-    def progress(self, key: str, frames: int, total: int, nbytes: int) -> None:
-        """Frames done of one file, and stored bytes read so far."""
+    def progress(
+        self, key: str, frames: int, total: int, nbytes: int, phase: str = "convert"
+    ) -> None:
+        """Frames done of one file and stored bytes read so far; or, for another
+        ``phase`` (``download``, ``upload``, ``re-read`` of a bucket task), bytes done
+        of ``total``."""
+        now = time.monotonic()
+        if phase != "convert":
+            self._transfer(key, frames, total, phase, now)
+            return
         task = self._tasks.get(key)
         if self._progress is None or task is None:
             return
-        dt = max(1e-6, time.monotonic() - self._started.get(key, time.monotonic()))
+        dt = max(1e-6, now - self._started.get(key, now))
         self._progress.update(
-            task, completed=frames, total=total, rate=f"{nbytes / dt / 1e6:.1f} MB/s"
+            task,
+            description=f"  {Path(key).name}",
+            completed=frames,
+            total=total,
+            rate=f"{nbytes / dt / 1e6:.1f} MB/s",
         )
+
+    def _transfer(self, key: str, done: int, total: int, phase: str, now: float) -> None:
+        meter = self._meters.get(key)
+        label = f"{phase} {Path(key).name}"
+        if meter is None or meter.label != label:
+            meter = self._meters[key] = TransferMeter(
+                label, total, tty=False, now=now, log_every_s=self.log_every_s
+            )
+        line = meter.update(done, now)
+        task = self._tasks.get(key)
+        if self._progress is not None and task is not None:
+            rate = done / max(now - meter.started, 1e-6) / 1e6
+            self._progress.update(
+                task,
+                description=f"  {Path(key).name} {phase} (MB)",
+                completed=done / 1e6,
+                total=total / 1e6,
+                rate=f"{rate:.1f} MB/s",
+            )
+        elif line is not None and not self.quiet:
+            print(line, file=self._stream, flush=True)
 
     def finished(self, outcome: dict[str, Any]) -> None:
         """A file is done (any status)."""
         key = str(outcome.get("input"))
+        self._meters.pop(key, None)
         task = self._tasks.pop(key, None)
         if self._progress is not None:
             if task is not None:

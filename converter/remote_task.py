@@ -41,7 +41,7 @@ from converter import __version__
 from converter.bucket import CHANGED, Bucket, BucketError, KeyExistsError, LeaseLostError
 from converter.bucket_keys import Layout
 from converter.config import ConvertConfig, parse_config
-from converter.convert import conversion_record, convert_archive, file_sha256
+from converter.convert import PhaseProgress, conversion_record, convert_archive, file_sha256
 from converter.errors import ConversionError, OutputExistsError
 from converter.leases import Lease
 from converter.task import _error, _fault
@@ -186,12 +186,13 @@ class _Job:
         self.outb.download(self.final, local)
         return _adoptable(local, sha, self.key)
 
-    def run(
-        self, outcome: dict[str, Any], progress: Callable[[int, int, int], None] | None
-    ) -> None:
+    def run(self, outcome: dict[str, Any], progress: PhaseProgress | None) -> None:
         src = self.tmp / "in" / self.name.rpartition("/")[2]
         src.parent.mkdir()
-        obj, sha = self.inb.download(self.in_key, src, etag=self.req.get("etag"))
+        self.progress = progress
+        obj, sha = self.inb.download(
+            self.in_key, src, etag=self.req.get("etag"), progress=self._phase("download")
+        )
         outcome["sha256"] = sha
         outcome["output"] = self.outb.url(self.final)
         base = {
@@ -237,14 +238,23 @@ class _Job:
         )
         outcome.update(status="converted", result=doc)
 
+    def _phase(self, phase: str) -> Callable[[int, int], None] | None:
+        """A transfer's ``(bytes done, bytes in all)`` reported as ``phase``."""
+        report = self.progress
+        if report is None:
+            return None
+        return lambda done, total: report(done, total, done, phase)
+
+    progress: PhaseProgress | None = None
+
     def publish(self, local: Path, outcome: dict[str, Any]) -> None:
         """Steps 4 and 5: staging upload, its check, the conditional copy."""
         size, sha = local.stat().st_size, file_sha256(local)
         staging = self.layout.staging(self.owner, self.name)
         try:
-            self.outb.upload(local, staging)
+            self.outb.upload(local, staging, progress=self._phase("upload"))
             _inject_fault(self.name)
-            got = self.outb.sha256(staging)
+            got = self.outb.sha256(staging, progress=self._phase("re-read"))
             if got != (size, sha):
                 raise ConversionError(
                     local.name,
@@ -294,7 +304,7 @@ def _failed(outcome: dict[str, Any], exc: BaseException) -> None:
         outcome.update(status="failed", fault=_fault(exc), error=_error(exc), reason=str(exc))
 
 
-def run_bucket_task(request: str, progress: Callable[[int, int, int], None] | None = None) -> str:
+def run_bucket_task(request: str, progress: PhaseProgress | None = None) -> str:
     """Run one bucket request; returns the outcome as JSON text (never raises for its errors)."""
     t0 = time.monotonic()
     req = json.loads(request)

@@ -26,13 +26,18 @@ import os
 import socket
 import time
 import traceback
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final
 
 from converter import __version__
 from converter.config import ConvertConfig, parse_config
-from converter.convert import Progress, conversion_record, convert_archive, file_sha256
+from converter.convert import (
+    PhaseProgress,
+    Progress,
+    conversion_record,
+    convert_archive,
+    file_sha256,
+)
 from converter.errors import (
     ConverterError,
     InputError,
@@ -233,7 +238,7 @@ def _inject_fault(source: str) -> None:
     os._exit(70)  # a worker lost mid-task, as far as the engine can tell
 
 
-def run_task(request: str, progress: Callable[[int, int, int], None] | None = None) -> str:
+def run_task(request: str, progress: PhaseProgress | None = None) -> str:
     """Run one request (see :func:`make_request`); returns the outcome as JSON text."""
     req = json.loads(request)
     _inject_fault(req["input"])

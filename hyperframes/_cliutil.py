@@ -20,6 +20,8 @@ code  meaning
 
 Progress lines that redraw themselves with ``\\r`` go to stderr only when it
 is a terminal (:func:`progress`), so logs and pipes get the summary alone.
+Long transfers (bucket uploads and downloads) keep a :class:`TransferMeter`:
+its line redrawn on a terminal, or logged every ``log_every_s`` elsewhere.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import contextlib
 import errno
 import os
 import sys
+import time
 from collections.abc import Callable
 
 from hyperframes.errors import CorruptFileError, HyperframesError, RecoveryError
@@ -45,6 +48,7 @@ __all__ = [
     "run_handler",
     "progress",
     "progress_done",
+    "TransferMeter",
 ]
 
 EXIT_OK = 0
@@ -150,3 +154,47 @@ def progress_done() -> None:
     """End the progress line (when one was drawn)."""
     if sys.stderr.isatty():
         print(file=sys.stderr, flush=True)
+
+
+class TransferMeter:
+    """The bytes of one long transfer: its progress text, and when to show it (pure).
+
+    ``update(done, now)`` returns the line to show now, or None: on a terminal
+    (``tty``) at most every ``redraw_s``, elsewhere (a log) every
+    ``log_every_s``; the last update of a transfer (``done == total``) is
+    shown on a terminal only (a log gets the caller's own summary line).
+    """
+
+    def __init__(
+        self,
+        label: str,
+        total: int,
+        *,
+        tty: bool,
+        now: float | None = None,
+        redraw_s: float = 0.2,
+        log_every_s: float = 30.0,
+    ) -> None:
+        self.label = label
+        self.total = total
+        self.tty = tty
+        self.done = 0
+        self.started = time.monotonic() if now is None else now
+        self._every = redraw_s if tty else log_every_s
+        self._last = self.started
+
+    def text(self, now: float) -> str:
+        """``LABEL: 12.0 of 30.0 MB (40%), 8.1 MB/s``."""
+        rate = self.done / max(now - self.started, 1e-6) / 1e6
+        pct = f" ({100 * self.done // self.total}%)" if self.total else ""
+        size = f"{self.done / 1e6:.1f} of {self.total / 1e6:.1f} MB{pct}"
+        return f"{self.label}: {size}, {rate:.1f} MB/s"
+
+    def update(self, done: int, now: float) -> str | None:
+        """Record ``done`` bytes so far; the line to show now, if one is due."""
+        self.done = done
+        final = done >= self.total
+        if (final and self.tty) or (now - self._last >= self._every and not final):
+            self._last = now
+            return self.text(now)
+        return None

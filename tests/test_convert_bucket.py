@@ -480,3 +480,42 @@ def test_named_urls_and_globs_convert_and_a_bad_named_input_stays_put(
     keys = _keys(s3)
     assert "raw/bad.hf" in keys and not [k for k in keys if "failed/" in k]  # named: not moved
     assert "conv/bad.hf" not in keys
+
+
+@pytest.mark.network
+def test_a_bucket_task_reports_its_download_upload_and_re_read(s3: Any, tmp_path: Path) -> None:
+    from converter.bucket import Bucket
+    from converter.leases import acquire
+    from converter.remote_task import make_bucket_request, run_bucket_task
+
+    _upload_inputs(s3, tmp_path, ["p.hf"], seconds=0.4)
+    b = s3.bucket
+    size = s3.head_object(Bucket=b, Key="raw/p.hf")["ContentLength"]
+    assert acquire(Bucket(b), "conv/.leases/p.hf.json", "t-1", "p.hf", "raw/p.hf", 30) is None
+    req = make_bucket_request(f"s3://{b}/raw/p.hf", f"s3://{b}/conv", parse_config(CONFIG),
+                              owner="t-1", lease_s=30)  # fmt: skip
+    seen: list[tuple[str, int, int]] = []
+    outcome = json.loads(run_bucket_task(req, lambda d, t, n, phase="convert": seen.append(
+        (phase, d, t))))  # fmt: skip
+    assert outcome["status"] == "converted", outcome
+    phases = [p for p, _, _ in seen]
+    assert phases[0] == "download" and ("download", size, size) in seen
+    out = s3.head_object(Bucket=b, Key="conv/p.hf")["ContentLength"]
+    assert ("upload", out, out) in seen and ("re-read", out, out) in seen
+    assert phases.index("upload") > phases.index("convert") and phases[-1] == "re-read"
+
+
+def test_batch_display_logs_a_long_transfer_off_a_terminal() -> None:
+    import io
+
+    from converter.progress import BatchDisplay
+
+    buf = io.StringIO()
+    display = BatchDisplay(stream=buf)
+    display.log_every_s = 0.0
+    with display:
+        display.started("s3://b/raw/x.hf")
+        display.progress("s3://b/raw/x.hf", 4_000_000, 10_000_000, 4_000_000, "download")
+        display.progress("s3://b/raw/x.hf", 10_000_000, 10_000_000, 10_000_000, "download")
+    lines = buf.getvalue().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("download x.hf: 4.0 of 10.0 MB (40%), ")

@@ -7,6 +7,7 @@ link or answer 503. Directory destinations use real files.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import hashlib
 import json
@@ -527,3 +528,57 @@ def test_segments_that_events_protect_go_first(tmp_path: Path) -> None:
     assert [c.name for c in UploadService(cfg, cfg.upload).pending()] == [
         segs[2].name, segs[0].name, segs[1].name, segs[3].name
     ]  # fmt: skip
+
+
+def test_transfer_meter_redraws_on_a_terminal_and_logs_elsewhere() -> None:
+    from hyperframes._cliutil import TransferMeter
+
+    tty = TransferMeter("uploading s.hf", 30_000_000, tty=True, now=0.0)
+    assert tty.update(1_000_000, 0.1) is None  # redrawn at most every 0.2 s
+    assert tty.update(12_000_000, 1.0) == "uploading s.hf: 12.0 of 30.0 MB (40%), 12.0 MB/s"
+    assert tty.update(30_000_000, 1.05) is not None  # the end is always drawn
+    log = TransferMeter("uploading s.hf", 30_000_000, tty=False, now=0.0)
+    assert log.update(12_000_000, 10.0) is None  # a log line every 30 s
+    assert log.update(20_000_000, 31.0) == "uploading s.hf: 20.0 of 30.0 MB (66%), 0.6 MB/s"
+    assert log.update(25_000_000, 40.0) is None
+    assert log.update(30_000_000, 90.0) is None  # the caller's "uploaded ..." line says it
+
+
+def test_a_long_upload_logs_its_progress_off_a_terminal(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    out, dest = tmp_path / "out", tmp_path / "nfs"
+    dest.mkdir()
+    a = _segment(out, 0, 3 * MiB)
+    cfg = _cfg(out, {"dest": str(dest)})
+    svc = UploadService(cfg, cfg.upload)
+    svc.progress_log_s = 0.0  # every chunk is "long" enough here
+    with caplog.at_level("INFO", logger="recorder.upload"):
+        assert svc.run_once() == 0
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("uploading ")]
+    assert lines[0].startswith(f"uploading {a.name}: 1.0 of 3.1 MB (33%)"), lines
+    assert len(lines) == 2  # after the first and second MiB; the third ends it
+
+
+def test_upload_on_a_terminal_redraws_one_line(tmp_path: Path) -> None:
+    import pty
+
+    out, dest = tmp_path / "out", tmp_path / "nfs"
+    dest.mkdir()
+    a = _segment(out, 0, 3 * MiB)
+    conf = _write_yaml(tmp_path / "v.yaml", out, {"dest": str(dest)})
+    main_fd, tty_fd = pty.openpty()
+    try:
+        r = subprocess.run(_hf("upload", "--config", str(conf), "--once"), stderr=tty_fd,
+                           stdout=subprocess.DEVNULL, check=False, timeout=60)  # fmt: skip
+        os.close(tty_fd)
+        got = b""
+        with contextlib.suppress(OSError):  # EIO once the terminal's writer is gone
+            while chunk := os.read(main_fd, 65536):
+                got += chunk
+    finally:
+        os.close(main_fd)
+    assert r.returncode == 0, got
+    text = got.decode()
+    assert f"\r  uploading {a.name}: 3.1 of 3.1 MB (100%)" in text, text
+    assert f"uploaded {a.name}" in text

@@ -16,11 +16,13 @@ import logging
 import os
 import random
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
+from hyperframes._cliutil import TransferMeter, progress, progress_done
 from hyperframes._io import fsync_dir
 from hyperframes.errors import HyperframesError
 from hyperframes.events import read_event_log
@@ -72,6 +74,9 @@ def protected_segments(output_dir: Path) -> set[str]:
 class UploadService:
     """Uploads the finalized segments of one vehicle's output directory."""
 
+    progress_log_s: float = 30.0
+    """Off a terminal, a segment still uploading is logged this often."""
+
     def __init__(
         self,
         cfg: VehicleConfig,
@@ -97,6 +102,7 @@ class UploadService:
         self._last_persistent = False
         self.beat = time.monotonic()
         """Last sign of progress (for the watchdog thread)."""
+        self._meter: TransferMeter | None = None
 
     # --- control -------------------------------------------------------------
 
@@ -116,7 +122,14 @@ class UploadService:
         if delay > 0 and self._stop.wait(delay):
             raise _Stopping()
         self.stats.sent_bytes += n
-        self.beat = time.monotonic()
+        self.beat = now = time.monotonic()
+        meter = self._meter
+        if meter is not None:
+            line = meter.update(meter.done + n, now)
+            if line is not None and meter.tty:
+                progress(line)
+            elif line is not None:
+                _log.info("%s", line)
 
     # --- one pass ------------------------------------------------------------
 
@@ -185,9 +198,15 @@ class UploadService:
             except OSError as exc:
                 raise UploadError("io", f"{path}: {exc}") from None
             key = object_key(self.prefix, c.vehicle, c.start, c.name)
+            # a line redrawn on a terminal; in a log (the unit), one every 30 s
+            self._meter = TransferMeter(f"uploading {c.name}", c.size, tty=sys.stderr.isatty(),
+                                        log_every_s=self.progress_log_s)  # fmt: skip
             doc = self.dest.upload(Job(path, fd, sums, key, self._pace))
         finally:
             os.close(fd)
+            if self._meter is not None and self._meter.tty and self._meter.done:
+                progress_done()
+            self._meter = None
         self.marks.mark_uploaded(c.name, doc)
         took = max(time.monotonic() - t0, 1e-6)
         self.stats.uploaded_segments += 1
