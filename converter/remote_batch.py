@@ -43,7 +43,7 @@ from converter.leases import acquire
 from converter.plan import config_key
 from converter.progress import BatchDisplay, Tally
 from converter.remote_task import make_bucket_request, move_to_failed
-from hyperframes.objstore import list_urls, split_url
+from hyperframes.objstore import list_urls, split_s3_url
 
 __all__ = ["BucketOptions", "run_bucket_batch", "read_ledger", "sweep_staging_keys"]
 
@@ -67,7 +67,7 @@ class BucketOptions:
 
 
 def _prefix(url: str) -> tuple[str, str]:
-    bucket, key = split_url(url)
+    bucket, key = split_s3_url(url)
     return bucket, key.strip("/")
 
 
@@ -175,7 +175,7 @@ def _check(opts: BucketOptions) -> None:
         if url is None:
             continue
         try:
-            split_url(url)
+            split_s3_url(url)
         except ValueError as exc:
             raise ConfigError(what, str(exc)) from None
     if opts.inbox is not None:
@@ -245,7 +245,7 @@ class _Batch:
                     }
                 )
             for url in urls:
-                b, k = split_url(url)
+                b, k = split_s3_url(url)
                 bucket = self.outb if b == self.outb.name else Bucket(b)
                 obj = bucket.head(k)
                 if obj is None:

@@ -45,7 +45,7 @@ from converter.convert import PhaseProgress, conversion_record, convert_archive,
 from converter.errors import ConversionError, OutputExistsError
 from converter.leases import Lease
 from converter.task import _error, _fault
-from hyperframes.objstore import split_url
+from hyperframes.objstore import split_s3_url
 from hyperframes.reader import HyperframeReader
 from hyperframes.verify import verify_file
 
@@ -81,7 +81,7 @@ def make_bucket_request(
         {
             "kind": "bucket",
             "input": source,
-            "name": name or split_url(source)[1].rpartition("/")[2],
+            "name": name or split_s3_url(source)[1].rpartition("/")[2],
             "out": out,
             "inbox": inbox,
             "etag": etag,
@@ -94,7 +94,7 @@ def make_bucket_request(
 
 
 def _bucket_and_prefix(url: str) -> tuple[str, str]:
-    bucket, key = split_url(url)
+    bucket, key = split_s3_url(url)
     return bucket, key.strip("/")
 
 

@@ -34,6 +34,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import re
 import threading
 from dataclasses import dataclass
 from datetime import timedelta
@@ -43,11 +44,36 @@ from typing import Any, Final
 from hyperframes._install import install_hint
 from hyperframes.errors import HyperframesError
 
-__all__ = ["is_url", "split_url", "RemoteFile", "RemoteError", "cached_path", "list_urls"]
+__all__ = [
+    "is_url",
+    "split_s3_url",
+    "RemoteFile",
+    "RemoteError",
+    "StoreFailure",
+    "classify_error",
+    "cached_path",
+    "list_urls",
+]
 
 TAIL_BYTES: Final = 1 << 20
 HEAD_BYTES: Final = 64 << 10
 _SCHEMES: Final = ("s3://",)
+_BUCKET_RE: Final = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
+#: error codes of wrong, expired or refused credentials (AWS and S3-compatible stores)
+AUTH_CODES: Final = frozenset(
+    {
+        "InvalidAccessKeyId",
+        "SignatureDoesNotMatch",
+        "AccessDenied",
+        "ExpiredToken",
+        "InvalidToken",
+        "InvalidClientTokenId",
+        "UnrecognizedClientException",
+        "AuthorizationHeaderMalformed",
+    }
+)
+_NOT_FOUND: Final = frozenset({"NoSuchKey", "404", "NotFound"})
+_BUSY: Final = frozenset({"SlowDown", "Throttling", "RequestTimeout"})
 _stores: dict[tuple[Any, ...], Any] = {}
 _lock = threading.Lock()
 _clients: dict[str | None, Any] = {}
@@ -97,14 +123,57 @@ def is_url(path: object) -> bool:
     return isinstance(path, str) and path.startswith(_SCHEMES)
 
 
-def split_url(url: str) -> tuple[str, str]:
-    """``s3://bucket/a/b.hf`` -> ``("bucket", "a/b.hf")``."""
+def split_s3_url(url: str) -> tuple[str, str]:
+    """``s3://bucket/a/b.hf`` -> ``("bucket", "a/b.hf")`` (the key as given).
+
+    Raises ValueError for anything else, and for a bucket name S3 would refuse.
+    """
     if not is_url(url):
         raise ValueError(f"{url!r} is not an s3:// URL")
     bucket, _, key = url[len("s3://") :].partition("/")
     if not bucket:
         raise ValueError(f"{url!r} names no bucket")
+    if not _BUCKET_RE.match(bucket) or ".." in bucket:
+        raise ValueError(f"{bucket!r} is not a valid bucket name (3-63 of a-z, 0-9, '.', '-')")
     return bucket, key
+
+
+@dataclass(frozen=True, slots=True)
+class StoreFailure:
+    """What a failed boto3 request means, for callers that say it their own way.
+
+    ``kind``: ``no-bucket``, ``not-found`` (the object, or a HEAD's 404),
+    ``auth`` (credentials wrong, expired or refused), ``server`` (5xx,
+    throttling), ``client`` (another refusal) or ``network`` (no answer).
+    """
+
+    kind: str
+    code: str
+    status: int
+    message: str
+
+
+def classify_error(exc: BaseException) -> StoreFailure:
+    """The :class:`StoreFailure` of a botocore exception (any other: ``network``)."""
+    text = str(exc).split("\n", 1)[0][:300]
+    response = getattr(exc, "response", None)
+    if not isinstance(response, dict):  # BotoCoreError: connection, timeout, DNS, ...
+        return StoreFailure("network", "", 0, text)
+    err = response.get("Error", {})
+    code = str(err.get("Code", ""))
+    status = int(response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
+    message = str(err.get("Message", "") or text)
+    if code == "NoSuchBucket":
+        kind = "no-bucket"
+    elif code in _NOT_FOUND or status == 404:
+        kind = "not-found"
+    elif code in AUTH_CODES or status in (401, 403):
+        kind = "auth"
+    elif status >= 500 or code in _BUSY:
+        kind = "server"
+    else:
+        kind = "client"
+    return StoreFailure(kind, code, status, message)
 
 
 def _endpoint() -> str | None:
@@ -159,17 +228,14 @@ def store_for(bucket: str, **config: str) -> Any:
 
 def _fail(url: str, exc: BaseException) -> RemoteError:
     """A botocore error (every read here goes through boto3) as a :class:`RemoteError`."""
+    f = classify_error(exc)
+    if f.kind == "not-found":
+        return RemoteError(url, "no such object")
+    if f.kind == "no-bucket":
+        return RemoteError(url, "no such bucket")
+    if f.kind == "auth":
+        return RemoteError(url, f"access refused ({f.code or f.status}): check the credentials")
     text = str(exc).split("\n", 1)[0][:300]
-    response = getattr(exc, "response", None)
-    if isinstance(response, dict):  # botocore's ClientError
-        code = str(response.get("Error", {}).get("Code", ""))
-        status = int(response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
-        if code in ("NoSuchKey", "404", "NotFound") or status == 404:
-            return RemoteError(url, "no such object")
-        if code == "NoSuchBucket":
-            return RemoteError(url, "no such bucket")
-        if status in (401, 403):
-            return RemoteError(url, f"access refused ({code or status}): check the credentials")
     return RemoteError(url, f"the store failed: {text}")
 
 
@@ -192,7 +258,7 @@ class RemoteFile:
         """With ``readahead`` > 0, a read that misses fetches at least that many bytes and
         keeps them (sequential scans such as ``verify``: one request per ``readahead``)."""
         self._ra: tuple[int, bytes] = (0, b"")
-        self.bucket, self.key = split_url(url)
+        self.bucket, self.key = split_s3_url(url)
         self._client = client or client_for()
         self.stats = RequestStats()
         self._spans: list[tuple[int, bytes]] = []
@@ -267,7 +333,7 @@ def cached_path(url: str, cache_dir: str | os.PathLike[str]) -> Path:
     The copy is named by a hash of the URL and the object's ETag, so a changed
     object is fetched again; one HEAD request checks that on every call.
     """
-    bucket, key = split_url(url)
+    bucket, key = split_s3_url(url)
     client = client_for()
     try:
         meta = client.head_object(Bucket=bucket, Key=key)
@@ -305,7 +371,7 @@ def list_urls(pattern: str) -> list[str]:
     """The objects matching ``s3://bucket/prefix/*.hf`` (a glob in the last component), sorted."""
     import fnmatch  # noqa: PLC0415
 
-    bucket, key = split_url(pattern)
+    bucket, key = split_s3_url(pattern)
     prefix, _, glob = key.rpartition("/")
     if not any(ch in glob for ch in "*?["):
         return [pattern]

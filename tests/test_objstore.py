@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from s3_server import S3Unavailable, s3_client, s3_endpoint
 
-from hyperframes.objstore import RemoteError, cached_path, is_url, list_urls, split_url
+from hyperframes.objstore import RemoteError, cached_path, is_url, list_urls, split_s3_url
 from hyperframes.reader import HyperframeReader
 from hyperframes.synth import profile, write_synthetic
 
@@ -41,9 +41,47 @@ def s3(tmp_path_factory: pytest.TempPathFactory) -> Any:
 
 def test_url_helpers() -> None:
     assert is_url("s3://b/k.hf") and not is_url("/data/k.hf") and not is_url(Path("s3:/b"))
-    assert split_url("s3://b/x/y.hf") == ("b", "x/y.hf")
+    assert split_s3_url("s3://bkt/x/y.hf") == ("bkt", "x/y.hf")
     with pytest.raises(ValueError, match="no bucket"):
-        split_url("s3:///k")
+        split_s3_url("s3:///k")
+    for bad in ("s3://A_b/k", "s3://ab/k", "s3://a..b/k", "gs://b/k"):
+        with pytest.raises(ValueError, match="bucket name|not an s3:// URL"):
+            split_s3_url(bad)
+    assert split_s3_url("s3://fleet.raw-1/") == ("fleet.raw-1", "")
+
+
+@pytest.mark.parametrize(
+    ("code", "status", "kind"),
+    [
+        ("NoSuchBucket", 404, "no-bucket"),  # before the 404 of a missing object
+        ("NoSuchKey", 404, "not-found"),
+        ("404", 404, "not-found"),  # a HEAD's answer has no body
+        ("SignatureDoesNotMatch", 403, "auth"),
+        ("", 401, "auth"),
+        ("SlowDown", 503, "server"),
+        ("InternalError", 500, "server"),
+        ("RequestTimeout", 400, "server"),
+        ("InvalidArgument", 400, "client"),
+    ],
+)
+def test_store_errors_are_classified_once_for_readers_and_the_uploader(
+    code: str, status: int, kind: str
+) -> None:
+    from botocore.exceptions import ClientError, EndpointConnectionError
+
+    from hyperframes.objstore import _fail, classify_error
+    from recorder.upload.s3 import _classify
+
+    exc = ClientError({"Error": {"Code": code, "Message": "m"},
+                       "ResponseMetadata": {"HTTPStatusCode": status}}, "GetObject")  # fmt: skip
+    assert classify_error(exc).kind == kind
+    reason = {"no-bucket": "no-bucket", "auth": "auth"}.get(kind, "server")
+    assert _classify(exc, "s3://b/k").reason == reason
+    problem = _fail("s3://b/k", exc).problem
+    assert problem.startswith({"no-bucket": "no such bucket", "not-found": "no such object",
+                               "auth": "access refused"}.get(kind, "the store failed"))  # fmt: skip
+    down = EndpointConnectionError(endpoint_url="http://127.0.0.1:9")
+    assert classify_error(down).kind == "network" and _classify(down, "x").reason == "network"
 
 
 def test_reader_over_s3_matches_the_local_file(s3: Any) -> None:

@@ -28,8 +28,9 @@ from typing import Any, Final
 from hyperframes import _yamlconf as v
 from hyperframes._yamlconf import Section
 from hyperframes.errors import ConfigError
+from hyperframes.objstore import split_s3_url
 
-__all__ = ["UploadConfig", "S3Settings", "parse_upload", "split_s3_url"]
+__all__ = ["UploadConfig", "S3Settings", "parse_upload"]
 
 _KEYS: Final = (
     "dest",
@@ -51,7 +52,6 @@ _KEYS: Final = (
     "metrics",
 )
 # S3 bucket naming rules (the subset every S3-compatible store accepts)
-_BUCKET_RE = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 _URL_RE = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 
 
@@ -119,16 +119,6 @@ class UploadConfig:
     def bandwidth_bytes_s(self) -> float | None:
         """The bandwidth cap in bytes per second, or ``None``."""
         return None if self.bandwidth_mb_s is None else self.bandwidth_mb_s * 1e6
-
-
-def split_s3_url(url: str) -> tuple[str, str]:
-    """``s3://bucket/a/b`` -> ``("bucket", "a/b")``; raises ValueError for a bad URL."""
-    if not url.startswith("s3://"):
-        raise ValueError(f"{url!r} is not an s3:// URL")
-    bucket, _, prefix = url[5:].partition("/")
-    if not _BUCKET_RE.match(bucket) or ".." in bucket:
-        raise ValueError(f"{bucket!r} is not a valid bucket name (3-63 of a-z, 0-9, '.', '-')")
-    return bucket, prefix.strip("/")
 
 
 def _dest(key: str, value: object) -> str:

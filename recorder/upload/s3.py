@@ -24,7 +24,8 @@ import os
 from typing import Any
 
 from hyperframes._install import install_hint
-from recorder.upload.config import S3Settings, split_s3_url
+from hyperframes.objstore import classify_error, split_s3_url
+from recorder.upload.config import S3Settings
 from recorder.upload.dest import Job, mark_doc
 from recorder.upload.errors import UploadError
 from recorder.upload.marks import MarkStore
@@ -33,16 +34,6 @@ from recorder.upload.sums import FileSums, PartSum, b64
 __all__ = ["S3Dest", "make_client"]
 
 _log = logging.getLogger(__name__)
-_AUTH = {
-    "InvalidAccessKeyId",
-    "SignatureDoesNotMatch",
-    "AccessDenied",
-    "ExpiredToken",
-    "InvalidToken",
-    "InvalidClientTokenId",
-    "UnrecognizedClientException",
-    "AuthorizationHeaderMalformed",
-}
 _INSTALL = install_hint("upload")
 
 
@@ -76,28 +67,22 @@ def make_client(settings: S3Settings) -> Any:
 
 
 def _classify(exc: Exception, what: str) -> UploadError:
-    from botocore.exceptions import BotoCoreError, ClientError  # noqa: PLC0415
-
-    if isinstance(exc, ClientError):
-        err = exc.response.get("Error", {})
-        code = str(err.get("Code", ""))
-        status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
-        if code in _AUTH or status in (401, 403):
-            return UploadError(
-                "auth",
-                f"{what}: credentials refused ({code or status}); check "
-                "the access key, secret and the bucket's policy",
-            )
-        if code == "NoSuchBucket":
-            return UploadError("no-bucket", f"{what}: the bucket does not exist")
-        if status >= 500 or code in ("SlowDown", "Throttling", "RequestTimeout"):
-            return UploadError("server", f"{what}: the store answered {code or status}")
+    """A botocore error as an :class:`UploadError` (reasons: :data:`REASONS`)."""
+    f = classify_error(exc)
+    code = f.code or f.status
+    if f.kind == "auth":
         return UploadError(
-            "server", f"{what}: {code or status}: {err.get('Message', '')}".rstrip(": ")
+            "auth",
+            f"{what}: credentials refused ({code}); check "
+            "the access key, secret and the bucket's policy",
         )
-    if isinstance(exc, BotoCoreError):
-        return UploadError("network", f"{what}: {exc}")
-    return UploadError("network", f"{what}: {exc}")
+    if f.kind == "no-bucket":
+        return UploadError("no-bucket", f"{what}: the bucket does not exist")
+    if f.kind == "server":
+        return UploadError("server", f"{what}: the store answered {code}")
+    if f.kind == "network":
+        return UploadError("network", f"{what}: {f.message}")
+    return UploadError("server", f"{what}: {code}: {f.message}".rstrip(": "))
 
 
 class S3Dest:
@@ -106,7 +91,8 @@ class S3Dest:
     def __init__(
         self, url: str, settings: S3Settings, marks: MarkStore, part_size: int, client: Any = None
     ) -> None:
-        self.bucket, self.prefix = split_s3_url(url)
+        self.bucket, prefix = split_s3_url(url)
+        self.prefix = prefix.strip("/")
         self.settings = settings
         self.marks = marks
         self.part_size = part_size
@@ -297,8 +283,7 @@ class S3Dest:
         try:
             attrs = self._attributes(job.key)
         except ClientError as exc:
-            code = str(exc.response.get("Error", {}).get("Code", ""))
-            if code in ("NoSuchKey", "404", "NotFound"):
+            if classify_error(exc).kind == "not-found":
                 return None
             raise
         want = job.sums.sha256_b64 if len(job.sums.parts) == 1 else job.sums.composite_b64
