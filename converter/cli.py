@@ -90,7 +90,7 @@ def _convert(args: argparse.Namespace) -> int:
     from converter.bucket import as_url  # noqa: PLC0415
 
     if args.show_ledger or any(as_url(p) for p in (args.out, args.inbox, *args.inputs)):
-        from converter.remote_batch import main as bucket_main  # noqa: PLC0415 - s3:// URLs
+        from converter.remote_cli import main as bucket_main  # noqa: PLC0415 - s3:// URLs
 
         return bucket_main(args, cfg)
     opts = BatchOptions(

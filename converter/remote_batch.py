@@ -19,7 +19,10 @@ bucket themselves, so the cluster needs no shared disk):
 - failed inputs (fault ``input`` or ``verify``) are copied to
   ``INBOX/failed/NAME`` with ``NAME.reason.json``, then deleted from the inbox;
 - every result is one JSON object under ``OUT/ledger/`` (S3 has no append),
-  named so that key order is time order; :func:`read_ledger` reads them back.
+  named so that key order is time order (:mod:`converter.bucket_ledger`).
+
+The command line's side (``hyperframes convert`` with URLs, ``--show-ledger``)
+is :mod:`converter.remote_cli`.
 """
 
 from __future__ import annotations
@@ -35,7 +38,8 @@ from typing import Any, Protocol
 
 from converter.batch import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, _Ledger, _now_iso, _Stop
 from converter.bucket import Bucket, BucketError, as_url
-from converter.bucket_keys import Layout, ScanEntry, lease_state, ledger_name, scan_objects
+from converter.bucket_keys import Layout, ScanEntry, lease_state, scan_objects
+from converter.bucket_ledger import BucketLedger
 from converter.config import ConvertConfig
 from converter.engines import Engine, Outcome, make_engine
 from converter.errors import ConfigError
@@ -45,7 +49,7 @@ from converter.progress import BatchDisplay, Tally
 from converter.remote_task import make_bucket_request, move_to_failed
 from hyperframes.objstore import list_urls, split_s3_url
 
-__all__ = ["BucketOptions", "run_bucket_batch", "read_ledger", "sweep_staging_keys"]
+__all__ = ["BucketOptions", "run_bucket_batch", "sweep_staging_keys"]
 
 log = logging.getLogger(__name__)
 
@@ -75,49 +79,6 @@ class _Writer(Protocol):
     def write(self, doc: dict[str, Any]) -> None: ...
 
     def close(self) -> None: ...
-
-
-class BucketLedger:
-    """One JSON object per result under a prefix; names sort in writing order."""
-
-    def __init__(self, bucket: Bucket, prefix: str) -> None:
-        self.bucket = bucket
-        self.prefix = prefix
-        self.host = socket.gethostname()
-        self.seq = 0
-
-    def write(self, doc: dict[str, Any]) -> None:
-        """Store one result (a failure to store it is logged, never fatal)."""
-        self.seq += 1
-        name = ledger_name(time.time_ns(), self.host, os.getpid(), self.seq)
-        key = f"{self.prefix}/{name}" if self.prefix else name
-        try:
-            self.bucket.put_json(key, doc)
-        except BucketError as exc:
-            log.error("ledger: %s", exc)
-
-    def close(self) -> None:
-        """Nothing to release."""
-
-
-def read_ledger(url: str) -> list[dict[str, Any]]:
-    """Every result of a bucket ledger (``s3://BUCKET/OUT`` or its ``ledger/`` prefix), in order.
-
-    Order is the objects' key order: the time each was written (UTC,
-    microseconds, by the clock of the converter that wrote it), then host,
-    process and sequence number.
-    """
-    bucket_name, prefix = _prefix(url)
-    if prefix.rpartition("/")[2] != "ledger":
-        prefix = Layout(prefix).ledger_prefix
-    bucket = Bucket(bucket_name)
-    records = []
-    for obj in bucket.objects(prefix):
-        if obj.key.endswith(".json"):
-            got = bucket.get_json(obj.key)
-            if got is not None:
-                records.append(got[0])
-    return records
 
 
 def sweep_staging_keys(bucket: Bucket, layout: Layout) -> list[str]:
@@ -458,69 +419,3 @@ def run_bucket_batch(opts: BucketOptions, *, display: BatchDisplay | None = None
     if interrupted and not opts.watch:
         return EXIT_INTERRUPTED
     return EXIT_FAILED if tally.failed else EXIT_OK
-
-
-def _show_ledger(args: Any) -> int:
-    import json  # noqa: PLC0415
-    import sys  # noqa: PLC0415
-
-    from converter.batch import LEDGER_FILE, ledger_records  # noqa: PLC0415
-
-    url = as_url(args.ledger) or as_url(args.out)
-    if url is not None:
-        records = read_ledger(url)
-    else:
-        path = Path(args.ledger or Path(args.out) / LEDGER_FILE)
-        if not path.is_file():
-            raise ConfigError("--out", f"{path}: no ledger there")
-        records = ledger_records(path)
-    for doc in records:
-        sys.stdout.write(json.dumps(doc, sort_keys=True) + "\n")
-    return EXIT_OK
-
-
-def main(args: Any, config: ConvertConfig) -> int:
-    """``hyperframes convert`` when ``--out``, ``--inbox`` or an input is an ``s3://`` URL,
-    or with ``--show-ledger``; errors are one line, like the local batch's."""
-    import sys  # noqa: PLC0415
-
-    from hyperframes.errors import HyperframesError  # noqa: PLC0415
-
-    try:
-        if args.show_ledger:
-            return _show_ledger(args)
-        out = as_url(args.out)
-        inbox = as_url(args.inbox) if args.inbox is not None else None
-        inputs = [as_url(p) for p in args.inputs]
-        local = [
-            what
-            for what, url in (
-                ("--out", out),
-                ("--inbox", inbox if args.inbox else ""),
-                *(("INPUT", u) for u in inputs),
-            )
-            if url is None
-        ]
-        if local:
-            raise ConfigError(
-                local[0],
-                "mixes a local path with s3:// URLs: give --out, --inbox and every INPUT "
-                "as s3:// URLs, or all as local paths",
-            )
-        opts = BucketOptions(
-            out=str(out),
-            config=config,
-            inputs=tuple(str(u) for u in inputs),
-            inbox=inbox,
-            watch=args.watch,
-            ledger=None if args.ledger is None else (as_url(args.ledger) or str(args.ledger)),
-            ray=args.ray,
-            quiet=args.quiet,
-        )
-        return run_bucket_batch(opts)
-    except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except HyperframesError as exc:  # the store failed or refused (converter errors included)
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_FAILED

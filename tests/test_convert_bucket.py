@@ -23,8 +23,9 @@ from s3_server import FaultyLink, S3Unavailable, s3_client, s3_endpoint
 
 from converter.bucket import ConfigError, as_url, final_copy_mode
 from converter.bucket_keys import Layout, lease_state, ledger_name, scan_objects
+from converter.bucket_ledger import read_ledger
 from converter.config import parse_config
-from converter.remote_batch import BucketOptions, read_ledger, run_bucket_batch
+from converter.remote_batch import BucketOptions, run_bucket_batch
 from converter.remote_task import BUCKET_FAULT_ENV
 from hyperframes.verify import verify_file
 
