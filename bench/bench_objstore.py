@@ -1,7 +1,8 @@
 """Object storage benchmark against a real S3 endpoint on loopback (run by hand).
 
-    python bench/bench_objstore.py                     # 6 segments of 24 MiB, 3 rounds
+    python bench/bench_objstore.py                     # all parts; 6 segments of 24 MiB, 3 rounds
     python bench/bench_objstore.py --segments 4 --mb 64 --rounds 5
+    python bench/bench_objstore.py --only dataset --files 4 --seconds 10 --epochs 5
 
 Starts moto's S3 server (tests/s3_server.py) and, in the same run:
 
@@ -18,6 +19,12 @@ Starts moto's S3 server (tests/s3_server.py) and, in the same run:
    local disk, in requests and median milliseconds. (moto's ranged GET costs
    grow with the object's size: a 900 MB object takes seconds per request
    there, so the bench keeps the object small.)
+
+4. A ``HyperframeDataset`` in a DataLoader (``--workers``, ``--batch``,
+   shuffled, ``decode="cpu"``, every stream) over ``s3://train/v/*.hf``
+   against the same files on local disk, epochs alternating: median
+   samples/s and the ratio; one more epoch through a counting relay
+   (``FaultyLink``) gives the GET requests per sample.
 
 Numbers are for the loopback endpoint (moto is itself the bottleneck: its
 Python server parses every byte), so read them as ratios between clients in
