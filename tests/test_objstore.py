@@ -45,7 +45,7 @@ def test_url_helpers() -> None:
     with pytest.raises(ValueError, match="no bucket"):
         split_s3_url("s3:///k")
     for bad in ("s3://A_b/k", "s3://ab/k", "s3://a..b/k", "gs://b/k"):
-        with pytest.raises(ValueError, match="bucket name|not an s3:// URL"):
+        with pytest.raises(ValueError, match=r"bucket name|not an s3:// URL"):
             split_s3_url(bad)
     assert split_s3_url("s3://fleet.raw-1/") == ("fleet.raw-1", "")
 
