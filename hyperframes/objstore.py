@@ -301,12 +301,17 @@ class RemoteFile:
             self._spans.append((offset, self._get(offset, end)))
 
     def hold(self, offset: int, size: int) -> None:
-        """Fetch ``[offset, offset + size)`` in one request and keep it until the next
-        :meth:`hold` or read-ahead (a sample's frames of every stream: one window, one
-        request, however many streams read from it). A span already held costs nothing."""
+        """Fetch ``[offset, offset + size)`` in one request and keep it until
+        :meth:`release`, the next :meth:`hold` or a read-ahead (a sample's frames of every
+        stream: one window, one request, however many streams read from it). A span
+        already held costs nothing."""
         end = min(self.size, offset + size)
         if end > offset and self._cached(end - offset, offset) is None:
             self._ra = (offset, self._get(offset, end))
+
+    def release(self) -> None:
+        """Drop the span :meth:`hold` (or a read-ahead) kept."""
+        self._ra = (0, b"")
 
     def pread(self, size: int, offset: int) -> bytes:
         """Up to ``size`` bytes at ``offset`` (fewer only at the end), like ``os.pread``."""

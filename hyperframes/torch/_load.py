@@ -161,8 +161,12 @@ def load_steps(
             return _load_stream(state, path, s, i, w, decode, catalog.window_ns)
 
         jobs[stream.name] = job
-    _hold_span(state.reader(path), spans)
-    arrays = _run(state, jobs, threads, path, plans)
+    held = _hold_span(state.reader(path), spans)
+    try:
+        arrays = _run(state, jobs, threads, path, plans)
+    finally:
+        if held is not None:  # an open reader keeps no sample's bytes
+            held.release()
     samples = []
     for plan in plans:
         sample: dict[str, Any] = {
@@ -192,20 +196,23 @@ def load_steps(
 _HOLD_MAX = 64 << 20  # larger spans are read stream by stream
 
 
-def _hold_span(reader: Any, positions: list[np.ndarray]) -> None:
+def _hold_span(reader: Any, positions: list[np.ndarray]) -> Any:
     """From a bucket: fetch the bytes of every frame the sample needs in one request (a
-    window's frames are contiguous in the file), so the streams' reads share it."""
+    window's frames are contiguous in the file), so the streams' reads share it; returns
+    the remote file holding them (None: nothing held)."""
     remote = reader.remote
     if remote is None or not positions:
-        return
+        return None
     idx = np.concatenate(positions)
     if idx.size < 2:
-        return
+        return None
     rows = reader.index[idx]
     start = int(rows["offset"].min())
     end = int((rows["offset"] + rows["size"]).max())
-    if end - start <= _HOLD_MAX:
-        remote.hold(start, end - start)
+    if end - start > _HOLD_MAX:
+        return None
+    remote.hold(start, end - start)
+    return remote
 
 
 def _run(
