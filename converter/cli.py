@@ -12,6 +12,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from hyperframes._cliutil import run_handler
+
 __all__ = ["register", "add_arguments", "main"]
 
 EXIT_USAGE = 2
@@ -130,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     """``python -m converter.cli`` (the same as ``hyperframes convert``)."""
     parser = argparse.ArgumentParser(prog="hyperframes convert")
     add_arguments(parser)
-    return _convert(parser.parse_args(argv))
+    return run_handler(_convert, parser.parse_args(argv))
 
 
 if __name__ == "__main__":

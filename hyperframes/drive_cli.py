@@ -8,7 +8,6 @@ Registered by :mod:`hyperframes.cli`. Handlers raise typed errors
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import sys
 import time
@@ -19,15 +18,11 @@ from typing import Any
 from hyperframes.drive import Drive, find_drives, open_drive
 from hyperframes.errors import DriveError, HyperframesError
 from hyperframes.splice import CutResult, cat_files, slice_drive
+from hyperframes.timearg import format_utc as _iso
 from hyperframes.timearg import parse_time
 from hyperframes.usage import Usage, disk_usage
 
 __all__ = ["register"]
-
-
-def _iso(ns: int) -> str:
-    t = dt.datetime.fromtimestamp(ns // 1_000_000_000, dt.UTC)
-    return f"{t:%Y-%m-%dT%H:%M:%S}.{ns % 1_000_000_000 // 1_000_000:03d}Z"
 
 
 def _mb(n: int) -> str:

@@ -20,6 +20,7 @@ from typing import BinaryIO
 from hyperframes._blocks import END_OF_FILE, BlockScan, scan_blocks
 from hyperframes._io import create_new, fsync_dir, rename_noreplace
 from hyperframes.errors import CorruptFileError, RecoveryError
+from hyperframes.timearg import format_utc
 from hyperframes.verify import verify_file
 from hyperframes.writer import TMP_SUFFIX, write_trailer
 
@@ -76,7 +77,8 @@ class RecoveryReport:
         )
         return (
             f"recovered {self.windows} windows, {self.frames} frames "
-            f"({self.first_ns} .. {self.last_ns} ns) into {self.output}; {lost}"
+            f"({format_utc(self.first_ns)} .. {format_utc(self.last_ns)}, "
+            f"{(self.last_ns - self.first_ns) / 1e9:.1f} s) into {self.output}; {lost}"
         )
 
 

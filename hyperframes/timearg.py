@@ -1,11 +1,11 @@
-"""Parsing times given on the command line (``--start``, ``--from``...): pure, no I/O."""
+"""Times on the command line: parsing ``--start``, ``--from``..., showing stamps. Pure, no I/O."""
 
 from __future__ import annotations
 
 import datetime as dt
 import re
 
-__all__ = ["parse_time"]
+__all__ = ["format_utc", "parse_time"]
 
 _SECONDS = re.compile(r"^\+?(\d+(\.\d*)?|\.\d+)s?$")
 _NS_DIGITS = 13  # an integer this long is an absolute time in ns (after 1970-01-01 00:16:40)
@@ -46,3 +46,9 @@ def _seconds_ns(seconds: str) -> int:
     """``"12.5"`` as 12_500_000_000 ns, exactly (no float)."""
     whole, _, frac = seconds.partition(".")
     return int(whole or 0) * 1_000_000_000 + int((frac + "0" * 9)[:9])
+
+
+def format_utc(ns: int) -> str:
+    """A timestamp in ns since the Unix epoch as ISO 8601 UTC to the millisecond."""
+    t = dt.datetime.fromtimestamp(ns // 1_000_000_000, dt.UTC)
+    return f"{t:%Y-%m-%dT%H:%M:%S}.{ns % 1_000_000_000 // 1_000_000:03d}Z"
