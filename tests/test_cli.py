@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -70,6 +71,7 @@ def test_recover_command(tmp_path: Path) -> None:
     r = run("recover", str(src))
     assert r.returncode == 0, r.stderr
     assert "recovered 6 windows, 40 frames" in r.stdout and "nothing lost" in r.stdout
+    assert re.search(r"\(\d{4}-\d\d-\d\dT[\d:.]+Z \.\. [\d\-T:.]+Z, [\d.]+ s\)", r.stdout)
     assert "verified" in r.stdout
     assert (tmp_path / "rec.hf").read_bytes() == (g.GOLDEN / "tiny-v1.hf").read_bytes()
     r = run("recover", str(src))  # output exists now
