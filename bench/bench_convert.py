@@ -221,7 +221,11 @@ def main() -> None:
             ff_cpu.append(cpu)
         wall, bare_bytes = bare_encode(frames, cfg, window_ns, rate)
         bare_t.append(wall)
-        ff = f", ffmpeg CLI {ff_cpu[-1]:.1f} s CPU" if ff_cpu else ""
+        ff = (
+            f", ffmpeg CLI {ff_cpu[-1]:.1f} s CPU ({ff_cpu[-1] / conv_cpu[-1]:.3f}x)"
+            if ff_cpu
+            else ""
+        )
         print(
             f"  round {k + 1}: converter {conv_t[-1]:.1f} s (write {result.write_seconds:.1f} "
             f"+ verify {result.verify_seconds:.1f}; {conv_cpu[-1]:.1f} s CPU){ff}, "
@@ -326,6 +330,10 @@ def main() -> None:
                 ">= 0.95x",
             )
         )
+        rounds = sorted(f / c for f, c in zip(ff_cpu, conv_cpu, strict=True))
+        mid = statistics.median(rounds)
+        print(row(f"  per round (min / max / median of {len(rounds)})",
+                  f"{rounds[0]:.3f}x", f"{rounds[-1]:.3f}x", f"{mid:.3f}x"))  # fmt: skip
         print(row("  camera bytes: converter vs ffmpeg CLI", mb(c_out), mb(ff_bytes),
                   f"{c_out / ff_bytes:.3f}x"))  # fmt: skip
     per_archive = conv * 60.0 / args.seconds

@@ -7,11 +7,14 @@ one window block and the track reads and encodes up to the last of them. A
 LATE frame stored in a later block is encoded at its timestamp position and
 held until its block is written, so memory stays bounded by the lateness.
 
-Every frame is checked as it is encoded, one GOP at a time: the GOP's access
-units are decoded (the CPU decoder, fed exactly the bytes that will be
-stored) and each picture is compared with the picture the encoder was given;
-the per-plane errors, carried to R'G'B' (:func:`rgb_mse_estimate`), are kept
-per frame (:attr:`CameraTrack.codec_mse`) for verification. A GOP with a
+Every frame is checked as it is encoded, one GOP at a time: x265 reports the
+PSNR of each plane of its reconstruction (the picture a decoder outputs)
+against the picture it was given (:attr:`hyperframes.video.EncodedAU.psnr`);
+an encoder that reports none (NVENC) has the GOP's access units decoded (the
+CPU decoder, fed exactly the bytes that will be stored) and compared with its
+input. The per-plane errors, carried to R'G'B' (:func:`rgb_mse_estimate`),
+are kept per frame (:attr:`CameraTrack.codec_mse`) for verification, which
+also decodes a sample of GOPs from the output independently. A GOP with a
 frame under the PSNR floor is encoded again on its own, ``quality_step``
 better each time, down to ``best_quality``; the GOPs after it start again at
 ``quality``. The GOP plan comes from the timestamps of the whole stream
@@ -52,7 +55,13 @@ from hyperframes.video import (
     to_yuv420,
     yuv420_to_rgb,
 )
-from hyperframes.video.quality import plane_mse, psnr_of_mse, rgb_mse_estimate
+from hyperframes.video.quality import (
+    mse_of_psnr,
+    mse_u8,
+    plane_mse,
+    psnr_of_mse,
+    rgb_mse_estimate,
+)
 
 __all__ = ["CameraTrack", "open_encoder", "source_yuv", "source_rgb"]
 
@@ -102,12 +111,15 @@ def open_encoder(
     video: VideoConfig,
     max_gop: int,
     quality: int | None = None,
+    *,
+    measure: bool = False,
 ) -> Encoder:
     """The encoder ``choice`` (``auto``, ``nvenc``, ``x265``) with that backend's preset.
 
     ``auto`` tries NVENC and falls back to x265 (A100/H100/H200 and CPU hosts
     have no NVENC), as :func:`hyperframes.video.create_encoder` does, but with
-    the preset of the backend actually used.
+    the preset of the backend actually used. ``measure``: ask for each
+    picture's reconstruction PSNR (:attr:`hyperframes.video.EncodedAU.psnr`).
     """
 
     def settings(preset: str) -> EncoderSettings:
@@ -118,6 +130,7 @@ def open_encoder(
             max_gop=max_gop,
             quality=video.quality if quality is None else quality,
             preset=preset,
+            measure=measure,
         )
 
     if choice in ("auto", "nvenc"):
@@ -173,6 +186,8 @@ class CameraTrack:
         #: encoder's input (NaN until checked)
         self.codec_mse = np.full(self.count, np.nan)
         self.gops = len(starts)
+        self.frames_by_encoder = 0  # checked from the encoder's reconstruction PSNR
+        self.frames_decoded = 0  # checked by decoding (encoders that do not measure)
         self.gops_reencoded = 0
         self.best_quality_used = video.quality  # the lowest CRF/QP any GOP ended at
         self.colour_mse = 0.0  # R'G'B' MSE of the colour conversion of frame 0 (start())
@@ -227,6 +242,23 @@ class CameraTrack:
             del self._pictures[r]
 
     def _measure(self, a: int, b: int) -> float:
+        """Record the error of each frame of ``a..b``; the worst.
+
+        From the encoder's own reconstruction where it reported one for every
+        frame of the GOP (x265), else by decoding the GOP's access units.
+        """
+        reported = [p for r in range(a, b + 1) if (p := self._done[r].psnr) is not None]
+        if len(reported) == b - a + 1:
+            worst = 0.0
+            for r, planes in enumerate(reported, start=a):
+                mse = rgb_mse_estimate(*(mse_of_psnr(db) for db in planes))
+                self.codec_mse[r] = mse
+                worst = max(worst, mse)
+            self.frames_by_encoder += b - a + 1
+            return worst
+        return self._decode_and_measure(a, b)
+
+    def _decode_and_measure(self, a: int, b: int) -> float:
         """Decode the access units of ``a..b`` and record each frame's error; the worst."""
         if self._decoder is None:
             try:
@@ -261,6 +293,7 @@ class CameraTrack:
                 frame=r,
                 rule="annexb",
             ) from exc
+        self.frames_decoded += b - a + 1
         return worst
 
     def _reencode(self, a: int, b: int, quality: int) -> None:
@@ -304,10 +337,21 @@ class CameraTrack:
         picture = self._first = self._picture(data, 0, ts)
         # what the colour conversion alone loses (4:2:0, limited range), on this frame: the
         # encode-time check adds it, as verification adds what it measures on its sample
-        d = np.subtract(yuv420_to_rgb(picture), source_rgb(self.plan, data), dtype=np.int16)
-        self.colour_mse = int(np.einsum("ijk,ijk->", d, d, dtype=np.int64)) / d.size
+        self.colour_mse = mse_u8(yuv420_to_rgb(picture), source_rgb(self.plan, data))
         self._main_encoder(picture)
         return picture
+
+    @property
+    def checked_by(self) -> str:
+        """How every indexed frame was measured at encode time, in words."""
+        if self.frames_decoded == 0:
+            return "from the encoder's reconstruction (x265's PSNR per plane)"
+        if self.frames_by_encoder == 0:
+            return "decoded at encode time"
+        return (
+            f"{self.frames_by_encoder} from the encoder's reconstruction and "
+            f"{self.frames_decoded} decoded at encode time"
+        )
 
     @property
     def psnr_min_db(self) -> float | None:
@@ -375,11 +419,24 @@ class CameraTrack:
             ) from None
 
     def _open(
-        self, picture: Yuv420, choice: str, max_gop: int, quality: int | None = None
+        self,
+        picture: Yuv420,
+        choice: str,
+        max_gop: int,
+        quality: int | None = None,
+        *,
+        measure: bool = True,
     ) -> Encoder:
         try:
             return open_encoder(
-                choice, picture.width, picture.height, self.rate_hz, self.video, max_gop, quality
+                choice,
+                picture.width,
+                picture.height,
+                self.rate_hz,
+                self.video,
+                max_gop,
+                quality,
+                measure=measure,
             )
         except FrameFormatError as exc:  # odd dimensions
             raise InputError(
@@ -399,7 +456,7 @@ class CameraTrack:
         if self._q_encoder is None:
             # the same backend as the main encoder where one is open (NVENC sessions are few)
             choice = self.encoder_name or self.video.encoder
-            self._q_encoder = self._open(picture, choice, 1)
+            self._q_encoder = self._open(picture, choice, 1, measure=False)  # decoded by verify
         try:
             out = self._q_encoder.encode(picture, q, idr=True) + self._q_encoder.flush()
         except FrameFormatError as exc:

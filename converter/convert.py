@@ -280,7 +280,15 @@ def convert_archive(
             t_write = time.monotonic()
             seed = int(digest[:16], 16)
             encoded = {t.name: t.codec_mse + t.colour_mse for t in tracks.values()}
-            report = verify_conversion(staged, reader, plans, config, seed=seed, encoded=encoded)
+            report = verify_conversion(
+                staged,
+                reader,
+                plans,
+                config,
+                seed=seed,
+                encoded=encoded,
+                encoded_by={t.name: t.checked_by for t in tracks.values()},
+            )
             t_verify = time.monotonic()
             _publish(staged, final)
             log.info(

@@ -16,8 +16,9 @@ a training loader would:
 - H.265 streams: every rule of the bitstream convention on every access
   unit (:func:`hyperframes.video.check_stored_stream`), and the PSNR floor
   on every frame, two ways. Every frame: the converter measured it while
-  encoding (``encoded``: its access unit decoded and compared with the
-  encoder's input, the per-plane errors carried to R'G'B', plus what the
+  encoding (``encoded``: x265's PSNR of each plane of its reconstruction, or
+  where an encoder reports none its access unit decoded and compared with
+  the encoder's input; the per-plane errors carried to R'G'B', plus what the
   colour conversion loses on the stream's first frame), an estimate of its
   R'G'B' PSNR against the source. A sample: GOPs (first, last and one random
   middle frame of each sampled GOP; the first and last GOP always) decoded
@@ -95,6 +96,7 @@ class CameraQuality:
     gops_sampled: int = 0
     values: list[float] = field(default_factory=list)  # decoded from the output file
     every: np.ndarray | None = None  # per indexed frame, estimated R'G'B' PSNR
+    every_by: str = "decoded at encode time"  # how ``every`` was measured
     estimate_error_db: tuple[float, float] | None = None  # sample: measured - estimate
     worst_frame: int | None = None
 
@@ -122,7 +124,7 @@ class CameraQuality:
         gap = self.estimate_error_db
         within = f" (estimate {gap[0]:+.2f}..{gap[1]:+.2f} dB off there)" if gap else ""
         return (
-            f"every frame ({self.every.size}) decoded at encode time vs the encoder input, "
+            f"every frame ({self.every.size}) {self.every_by} vs the encoder input, "
             f"R'G'B' estimate; and {decoded}{within}"
         )
 
@@ -203,11 +205,13 @@ def verify_conversion(
     *,
     seed: int = 0,
     encoded: dict[str, np.ndarray] | None = None,
+    encoded_by: dict[str, str] | None = None,
 ) -> VerifyReport:
     """Check ``output`` against ``source`` (see the module docstring); raises on the first problem.
 
     ``encoded``: per camera name, the R'G'B' mean squared error of every indexed
-    frame measured at encode time (:attr:`converter._camera.CameraTrack.codec_mse`).
+    frame measured at encode time (:attr:`converter._camera.CameraTrack.codec_mse`);
+    ``encoded_by``: per camera, how (:attr:`converter._camera.CameraTrack.checked_by`).
     Errors name the input file (the output has no name of its own yet).
     """
     path = os.fspath(source.path)
@@ -223,7 +227,7 @@ def verify_conversion(
                 _check_lossless(path, source, out, plan, report)
             else:
                 _check_bitstream(path, out, plan, config)
-                report.cameras[plan.source.name] = _check_psnr(
+                quality = _check_psnr(
                     path,
                     source,
                     out,
@@ -231,7 +235,9 @@ def verify_conversion(
                     config,
                     np.random.default_rng([seed, plan.source.id]),
                     None if encoded is None else encoded.get(plan.source.name),
+                    (encoded_by or {}).get(plan.source.name),
                 )
+                report.cameras[plan.source.name] = quality
     return report
 
 
@@ -419,10 +425,13 @@ def _check_psnr(
     config: ConvertConfig,
     rng: np.random.Generator,
     encoded: np.ndarray | None = None,
+    encoded_by: str | None = None,
 ) -> CameraQuality:
     name = plan.source.name
     floor = config.verify.psnr_floor_db
     quality = CameraQuality(name)
+    if encoded_by is not None:
+        quality.every_by = encoded_by
     base, _end = src.stream_slice(plan.source.id)
     sampled: list[tuple[float, int]] = []  # (PSNR, position) decoded from the output
     try:

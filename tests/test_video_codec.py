@@ -204,3 +204,18 @@ def test_missing_pyav_gives_a_typed_error_naming_the_extra() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert "pip install 'hyperframes-sensors[video]'" in out.stdout
     assert issubclass(MissingDependencyError, ImportError)
+
+
+def test_decoding_without_conversion_still_advances_the_references(
+    encoded: list[tuple[int, bytes, bool]],
+) -> None:
+    """convert=False (a reference on the way to the frame wanted) returns no image, and the
+    frames after it decode exactly as in a plain forward pass."""
+    aus = [au for _, au, _ in encoded]
+    want = pyav_decode(aus[:6], "rgb")
+    dec = create_decoder("cpu", "rgb")
+    for i in range(5):
+        (pic,) = dec.decode(aus[i], i, convert=False)
+        assert pic.pts == i and pic.image is None
+    (last,) = dec.decode(aus[5], 5)
+    assert np.array_equal(last.image, want[5])

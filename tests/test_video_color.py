@@ -164,3 +164,51 @@ def test_jpeg_straight_to_yuv420_agrees_with_the_rgb_way(subsampling: int) -> No
     got = to_yuv420(buf.getvalue())
     want = RGB_TO_BT709_LIMITED.apply(decode_jpeg(buf.getvalue())[0, 0].astype(float))
     assert abs(int(got.y[8, 8]) - want[0]) <= 1 and abs(int(got.u[4, 4]) - want[1]) <= 1
+
+
+def _rounded(x: np.ndarray) -> np.ndarray:
+    return np.clip(np.floor(x + 0.5), 0, 255).astype(np.uint8)
+
+
+def _equal_but_near_ties(got: np.ndarray, exact: np.ndarray) -> None:
+    """``got`` is ``exact`` rounded to nearest, except within 1e-4 of a tie (float32)."""
+    off = got != _rounded(exact)
+    assert np.all(np.abs(exact[off] % 1.0 - 0.5) < 1e-4), exact[off]
+    assert np.abs(got.astype(int) - _rounded(exact)).max(initial=0) <= 1
+
+
+def test_jpeg_planes_to_yuv420_rounds_the_exact_matrix() -> None:
+    """The float32 row-wise conversion is the float64 matrix rounded (random planes and the
+    corners of the code space, where luma leaves 0..255 and is clipped)."""
+    from hyperframes.video.pictures import jpeg_planes_to_yuv420
+
+    rng = np.random.default_rng(7)
+    h, w = 96, 160
+    y = rng.integers(0, 256, (h, w), dtype=np.uint8)
+    cb = rng.integers(0, 256, (h // 2, w // 2), dtype=np.uint8)
+    cr = rng.integers(0, 256, (h // 2, w // 2), dtype=np.uint8)
+    y[:2, :2], cb[0, 0], cr[0, 0] = 255, 0, 0  # Y' above 255 before clipping
+    y[:2, 2:4], cb[0, 1], cr[0, 1] = 0, 255, 255  # below 0
+    m = jpeg_ycbcr_to_bt709_limited()
+    up = lambda c: np.repeat(np.repeat(c.astype(np.float64), 2, 0), 2, 1)  # noqa: E731
+    want = m.apply(np.stack([y.astype(np.float64), up(cb), up(cr)], axis=-1))
+    got = jpeg_planes_to_yuv420(y, cb, cr)
+    _equal_but_near_ties(got.y, want[..., 0])
+    assert got.y[0, 0] == 255 and got.y[0, 2] == 0
+    _equal_but_near_ties(got.u, want[::2, ::2, 1])
+    _equal_but_near_ties(got.v, want[::2, ::2, 2])
+
+
+def test_yuv420_to_rgb_rounds_the_exact_matrix() -> None:
+    rng = np.random.default_rng(8)
+    h, w = 64, 96
+    pic = Yuv420(
+        rng.integers(0, 256, (h, w), dtype=np.uint8),
+        rng.integers(0, 256, (h // 2, w // 2), dtype=np.uint8),
+        rng.integers(0, 256, (h // 2, w // 2), dtype=np.uint8),
+    )
+    up = lambda c: np.repeat(np.repeat(c.astype(np.float64), 2, 0), 2, 1)  # noqa: E731
+    want = BT709_LIMITED_TO_RGB.apply(np.stack([pic.y, up(pic.u), up(pic.v)], -1))
+    got = yuv420_to_rgb(pic)
+    assert got.shape == (h, w, 3) and got.dtype == np.uint8
+    _equal_but_near_ties(got, want)

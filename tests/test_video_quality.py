@@ -48,3 +48,26 @@ def test_one_definition() -> None:
     assert hyperframes.video.psnr is psnr
     assert hyperframes.video.testing.psnr is psnr
     assert converter.verify.psnr is psnr
+
+
+@pytest.mark.parametrize("shape", [(7,), (16384,), (16385,), (3, 16384), (900, 1600), (45, 80, 3)])
+def test_sum_of_squared_differences_is_exact(shape: tuple[int, ...]) -> None:
+    """Row sums in int32, the total in int64: exact at every size, even with every
+    difference at 255 (the largest row sum)."""
+    from hyperframes.video.quality import _sse_u8, mse_u8
+
+    rng = np.random.default_rng(len(shape))
+    a = rng.integers(0, 256, shape, dtype=np.uint8)
+    b = rng.integers(0, 256, shape, dtype=np.uint8)
+    assert _sse_u8(a, b) == int(((a.astype(np.int64) - b) ** 2).sum())
+    full, zero = np.full(shape, 255, np.uint8), np.zeros(shape, np.uint8)
+    assert _sse_u8(full, zero) == full.size * 255**2
+    assert mse_u8(full, zero) == 255.0**2
+
+
+def test_mse_of_psnr_inverts_psnr_of_mse() -> None:
+    from hyperframes.video.quality import mse_of_psnr, psnr_of_mse
+
+    for mse in (0.01, 1.0, 6.5, 1000.0):
+        assert mse_of_psnr(psnr_of_mse(mse)) == pytest.approx(mse, rel=1e-12)
+    assert mse_of_psnr(float("inf")) == 0.0

@@ -67,8 +67,10 @@ class NvdecDecoder:
             raise DecoderUnavailableError("nvdec", f"CreateDecoder failed: {exc}") from exc
         self._size: tuple[int, int] | None = None  # (width, height) from the last SPS
 
-    def decode(self, au: bytes | np.ndarray, pts: int) -> list[DecodedPicture]:
-        """Feed one access unit; returns its picture."""
+    def decode(
+        self, au: bytes | np.ndarray, pts: int, *, convert: bool = True
+    ) -> list[DecodedPicture]:
+        """Feed one access unit; returns its picture (``convert=False``: image None, no copy)."""
         buf = np.ascontiguousarray(
             au if isinstance(au, np.ndarray) else np.frombuffer(au, np.uint8), np.uint8
         ).reshape(-1)
@@ -82,6 +84,8 @@ class NvdecDecoder:
             frames = self._dec.Decode(packet)
         except Exception as exc:  # PyNvVideoCodec raises its own exception types
             raise DecodeError(f"NVDEC rejected access unit pts={pts}: {exc}") from None
+        if not convert:
+            return [DecodedPicture(int(f.getPTS()), None) for f in frames]
         return [self._picture(f) for f in frames]
 
     def flush(self) -> list[DecodedPicture]:

@@ -46,8 +46,11 @@ class CpuDecoder:
         ctx.thread_count = self._threads
         return ctx
 
-    def decode(self, au: bytes | np.ndarray, pts: int) -> list[DecodedPicture]:
-        """Feed one access unit; returns its picture (none if the data was not decodable)."""
+    def decode(
+        self, au: bytes | np.ndarray, pts: int, *, convert: bool = True
+    ) -> list[DecodedPicture]:
+        """Feed one access unit; returns its picture (none if the data was not decodable);
+        with ``convert=False`` its ``image`` is None (no copy, no colour conversion)."""
         data = au.tobytes() if isinstance(au, np.ndarray) else bytes(au)
         packet = self._av.Packet(data)
         packet.pts = pts
@@ -55,6 +58,8 @@ class CpuDecoder:
             frames = self._ctx.decode(packet)
         except self._av.error.FFmpegError as exc:
             raise DecodeError(f"HEVC decoder rejected access unit pts={pts}: {exc}") from None
+        if not convert:
+            return [DecodedPicture(_pts(f), None) for f in frames]
         return [self._picture(f) for f in frames]
 
     def flush(self) -> list[DecodedPicture]:
@@ -76,13 +81,29 @@ class CpuDecoder:
         self._ctx = None
 
     def _picture(self, frame: Any) -> DecodedPicture:
-        pts = int(frame.pts) if frame.pts is not None else -1
+        pts = _pts(frame)
         if frame.format.name != "yuv420p":
             raise DecodeError(f"decoded picture pts={pts} is {frame.format.name}, not yuv420p")
         if self.output == "rgb":
             image: Any = frame.to_ndarray(**self._rgb_args)
         elif self.output == "nv12":
-            image = Yuv420.from_i420(frame.to_ndarray(), frame.width, frame.height).to_nv12()
+            image = _yuv420(frame).to_nv12()
         else:
-            image = Yuv420.from_i420(frame.to_ndarray(), frame.width, frame.height)
+            image = _yuv420(frame)
         return DecodedPicture(pts, image)
+
+
+def _pts(frame: Any) -> int:
+    return int(frame.pts) if frame.pts is not None else -1
+
+
+def _yuv420(frame: Any) -> Yuv420:
+    """A yuv420p AVFrame as :class:`Yuv420`: each plane copied once, without its row padding."""
+    h, w = frame.height, frame.width
+    planes = [
+        np.frombuffer(p, np.uint8).reshape(-1, p.line_size)[:rows, :cols].copy()
+        for p, rows, cols in zip(
+            frame.planes, (h, h // 2, h // 2), (w, w // 2, w // 2), strict=True
+        )
+    ]
+    return Yuv420(planes[0], planes[1], planes[2])

@@ -2,7 +2,9 @@
 
 With ``tune=zerolatency`` and the x265-params below, one access unit comes out
 per ``encode(frame)``; an IDR on a chosen frame needs the codec option
-``forced-idr=1`` and ``frame.pict_type = I``.
+``forced-idr=1`` and ``frame.pict_type = I``. With
+:attr:`~hyperframes.video.encode.EncoderSettings.measure`, x265 also reports
+the PSNR of each picture's reconstruction (:mod:`hyperframes.video._x265_stats`).
 """
 
 from __future__ import annotations
@@ -10,7 +12,10 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import Any
 
+import numpy as np
+
 from hyperframes.video import _deps
+from hyperframes.video._x265_stats import FrameStats
 from hyperframes.video.color import Yuv420
 from hyperframes.video.encode import EncodedAU, EncoderSettings, OutputCheck
 
@@ -47,12 +52,13 @@ def x265_params(settings: EncoderSettings) -> str:
     return ":".join(params)
 
 
-def open_codec_context(settings: EncoderSettings) -> Any:
+def open_codec_context(settings: EncoderSettings, extra_params: list[str] | None = None) -> Any:
     """The opened PyAV libx265 context of :class:`X265Encoder`, without its checks.
 
     yuv420p at ``settings``' size, time base 1/rate, the preset (default
     :data:`DEFAULT_PRESET`), ``tune=zerolatency``, ``forced-idr=1`` and
-    :func:`x265_params`. Also the baseline of ``bench/bench_video.py``.
+    :func:`x265_params` (then ``extra_params``, which win). Also the baseline
+    of ``bench/bench_video.py``.
     """
     av: Any = _deps.require("av")
     rate = Fraction(settings.rate_hz).limit_denominator(1001)
@@ -65,7 +71,7 @@ def open_codec_context(settings: EncoderSettings) -> Any:
         "preset": settings.preset or DEFAULT_PRESET,
         "tune": "zerolatency",
         "forced-idr": "1",
-        "x265-params": x265_params(settings),
+        "x265-params": ":".join([x265_params(settings), *(extra_params or [])]),
     }
     ctx.open()
     return ctx
@@ -80,22 +86,42 @@ class X265Encoder:
         self._av: Any = _deps.require("av")
         self.settings = settings
         self._out = OutputCheck(settings)
-        self._ctx: Any = open_codec_context(settings)
+        self._stats = FrameStats.create() if settings.measure else None
+        try:
+            self._ctx: Any = open_codec_context(
+                settings, self._stats.params() if self._stats else None
+            )
+        except BaseException:
+            if self._stats is not None:
+                self._stats.close()
+            raise
+        if self._stats is not None:
+            self._stats.attach()
         self._picture_i = self._av.video.frame.PictureType.I
 
     def encode(self, picture: Yuv420, pts: int, *, idr: bool = False) -> list[EncodedAU]:
         """Encode one picture; with zerolatency its access unit comes straight back."""
         n, idr = self._out.submit(picture, pts, idr)
-        frame = self._av.VideoFrame.from_ndarray(picture.to_i420(), format="yuv420p")
+        frame = self._av.VideoFrame(picture.width, picture.height, "yuv420p")
+        for plane, src in zip(frame.planes, (picture.y, picture.u, picture.v), strict=True):
+            rows, cols = src.shape  # each plane copied once, straight into the AVFrame
+            np.frombuffer(plane, np.uint8).reshape(-1, plane.line_size)[:rows, :cols] = src
         frame.pts = n
         if idr:
             frame.pict_type = self._picture_i
-        return [self._out.emit(int(p.pts), bytes(p)) for p in self._ctx.encode(frame)]
+        return self._emit(self._ctx.encode(frame))
 
     def flush(self) -> list[EncodedAU]:
         """Drain (nothing is held with zerolatency, but the protocol asks)."""
-        return [self._out.emit(int(p.pts), bytes(p)) for p in self._ctx.encode(None)]
+        return self._emit(self._ctx.encode(None))
+
+    def _emit(self, packets: list[Any]) -> list[EncodedAU]:
+        psnr = self._stats.read() if self._stats is not None and packets else {}
+        return [self._out.emit(int(p.pts), bytes(p), psnr.get(int(p.pts))) for p in packets]
 
     def close(self) -> None:
-        """Release the codec context."""
+        """Release the codec context (and the PSNR log)."""
         self._ctx = None
+        if self._stats is not None:
+            self._stats.close()
+            self._stats = None

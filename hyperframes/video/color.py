@@ -211,6 +211,10 @@ _FWD_Y = np.round(RGB_TO_BT709_LIMITED.m[0] * (1 << _SHIFT)).astype(np.uint32)
 _FWD_C = np.round(RGB_TO_BT709_LIMITED.m[1:] / 4 * (1 << _SHIFT)).astype(np.int32)  # 2x2 sums
 _HALF = 1 << (_SHIFT - 1)
 _INV = BT709_LIMITED_TO_RGB.m.astype(np.float32)
+# Y' weighs the same in R', G' and B' (Cb = Cr = 0 is grey)
+assert np.allclose(BT709_LIMITED_TO_RGB.m[:, 0], BT709_LIMITED_TO_RGB.m[0, 0])
+_INV_Y = _INV[0, 0]
+_INV_Y_OFFSET = np.float32(0.5 - 16 * float(BT709_LIMITED_TO_RGB.m[0, 0]))
 
 
 def rgb_to_yuv420(rgb: np.ndarray) -> Yuv420:
@@ -237,14 +241,24 @@ def rgb_to_yuv420(rgb: np.ndarray) -> Yuv420:
 
 
 def yuv420_to_rgb(picture: Yuv420) -> np.ndarray:
-    """BT.709 limited-range :class:`Yuv420` to 8-bit R'G'B' ``(H, W, 3)``, clipped to 0..255."""
+    """BT.709 limited-range :class:`Yuv420` to 8-bit R'G'B' ``(H, W, 3)``, clipped to 0..255.
+
+    In float32, along whole rows: each channel is the scaled luma plus that
+    channel's chroma term, repeated across the 2x2 block.
+    """
     h, w = picture.height, picture.width
-    yf = picture.y.astype(np.float32) - np.float32(16)
-    cb = picture.u.astype(np.float32) - np.float32(128)
-    cr = picture.v.astype(np.float32) - np.float32(128)
-    # chroma contribution per 2x2 block, then broadcast over the block
-    c = np.stack([cb, cr], axis=-1) @ _INV[:, 1:].T  # (H/2, W/2, 3)
-    out = yf.reshape(h // 2, 2, w // 2, 2, 1) * _INV[:, 0] + c[:, None, :, None, :]
-    out += np.float32(0.5)
-    np.clip(out, 0, 255, out=out)
-    return out.astype(np.uint8).reshape(h, w, 3)
+    luma = np.multiply(picture.y, _INV_Y, dtype=np.float32)
+    luma += _INV_Y_OFFSET
+    cb = picture.u.astype(np.float32)
+    cb -= np.float32(128)
+    cr = picture.v.astype(np.float32)
+    cr -= np.float32(128)
+    out = np.empty((h, w, 3), np.uint8)
+    rows = luma.reshape(h // 2, 2, w)
+    for ch in range(3):
+        term = cb * _INV[ch, 1]
+        term += cr * _INV[ch, 2]
+        plane = rows + np.repeat(term, 2, axis=1)[:, None]
+        np.clip(plane, 0, 255, out=plane)
+        out[..., ch] = plane.reshape(h, w)  # truncation of value + 0.5: rounds to nearest
+    return out

@@ -47,7 +47,7 @@ class DecodedPicture:
     """A decoded picture with the ``pts`` its access unit was fed with."""
 
     pts: int
-    image: Any  # np.ndarray, Yuv420, or a torch tensor (NVDEC)
+    image: Any  # np.ndarray, Yuv420, or a torch tensor (NVDEC); None: not converted
 
 
 class Decoder(Protocol):
@@ -56,8 +56,14 @@ class Decoder(Protocol):
     name: str
     output: Output
 
-    def decode(self, au: bytes | np.ndarray, pts: int) -> list[DecodedPicture]:
-        """Feed one access unit; returns the pictures that came out."""
+    def decode(
+        self, au: bytes | np.ndarray, pts: int, *, convert: bool = True
+    ) -> list[DecodedPicture]:
+        """Feed one access unit; returns the pictures that came out.
+
+        ``convert=False``: the picture is only decoded (a reference on the way
+        to a later frame); it comes back with ``image`` None, unconverted.
+        """
         ...
 
     def flush(self) -> list[DecodedPicture]:

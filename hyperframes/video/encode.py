@@ -59,6 +59,9 @@ class EncoderSettings:
     preset: str | None = None
     threads: int | None = None  # x265 worker threads; None: x265's default
     gpu_id: int = 0
+    #: ask for each picture's PSNR from the encoder's own reconstruction
+    #: (:attr:`EncodedAU.psnr`); encoders that cannot measure leave it None
+    measure: bool = False
 
     def __post_init__(self) -> None:
         check_dimensions(self.width, self.height)
@@ -72,11 +75,17 @@ class EncoderSettings:
 
 @dataclass(frozen=True, slots=True)
 class EncodedAU:
-    """One encoded access unit: the caller's ``pts``, its Annex-B bytes, whether it is an IDR."""
+    """One encoded access unit: the caller's ``pts``, its Annex-B bytes, whether it is an IDR.
+
+    ``psnr``: with :attr:`EncoderSettings.measure`, where the encoder measures
+    (x265), the PSNR in dB of each plane (Y', Cb, Cr) of the picture a decoder
+    outputs for this access unit against the picture the encoder was given.
+    """
 
     pts: int
     data: bytes
     keyframe: bool
+    psnr: tuple[float, float, float] | None = None
 
 
 class Encoder(Protocol):
@@ -132,7 +141,9 @@ class OutputCheck:
         self.submitted += 1
         return n, idr
 
-    def emit(self, frame_number: int, data: bytes) -> EncodedAU:
+    def emit(
+        self, frame_number: int, data: bytes, psnr: tuple[float, float, float] | None = None
+    ) -> EncodedAU:
         """Match an output access unit to its input and check it against the convention."""
         try:
             pts, idr_asked = self._pending.pop(frame_number)
@@ -144,7 +155,7 @@ class OutputCheck:
         keyframe = any(True for _ in _idr_units(data))
         if idr_asked and not keyframe:
             raise VideoError(f"frame {frame_number}: an IDR was requested, the encoder made none")
-        return EncodedAU(pts, data, keyframe)
+        return EncodedAU(pts, data, keyframe, psnr)
 
 
 def _idr_units(data: bytes) -> list[int]:

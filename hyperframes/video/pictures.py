@@ -63,13 +63,26 @@ def decode_jpeg(data: bytes | bytearray | memoryview | np.ndarray) -> np.ndarray
         raise FrameFormatError(f"not a decodable JPEG ({len(buf)} bytes): {exc}") from None
 
 
-# JPEG Y'CbCr -> BT.709 limited Y'CbCr in fixed point (16 fractional bits, int32)
-_S: Final = 16
+# JPEG Y'CbCr -> BT.709 limited Y'CbCr (float32: within ~1e-4 of a code value of the exact
+# float64 result, so rounding matches it except at exact ties)
 _J2L = jpeg_ycbcr_to_bt709_limited()
-_KY: Final = round(float(_J2L.m[0, 0]) * (1 << _S))
-_KYC: Final = np.round(_J2L.m[0, 1:] * (1 << _S)).astype(np.int32)  # luma's chroma terms
-_KC: Final = np.round(_J2L.m[1:, 1:] * (1 << _S)).astype(np.int32)  # chroma from chroma only
-_ROUND: Final = 1 << (_S - 1)
+_KY: Final = np.float32(_J2L.m[0, 0])
+_M: Final = _J2L.m.astype(np.float32)
+_POST: Final = (_J2L.post + 0.5).astype(np.float32)  # + 0.5: truncation rounds to nearest
+
+
+def _chroma_term(cbs: np.ndarray, crs: np.ndarray, k: int) -> np.ndarray:
+    """Row ``k`` of the matrix on the centred chroma, plus its offset and 0.5 (float32)."""
+    out: np.ndarray = cbs * _M[k, 1]
+    out += crs * _M[k, 2]
+    out += _POST[k]
+    return out
+
+
+def _to_u8(x: np.ndarray) -> np.ndarray:
+    """Clip a float32 array (offset by 0.5) to 0..255 in place and truncate to uint8."""
+    np.clip(x, 0, 255, out=x)
+    return x.astype(np.uint8)
 
 
 def jpeg_planes_to_yuv420(y: np.ndarray, cb: np.ndarray, cr: np.ndarray) -> Yuv420:
@@ -77,27 +90,20 @@ def jpeg_planes_to_yuv420(y: np.ndarray, cb: np.ndarray, cr: np.ndarray) -> Yuv4
 
     The luma of each 2x2 block takes the chroma term of that block's chroma
     sample; chroma depends on chroma alone (the matrices' luma terms cancel).
-    Rounded to nearest, clipped to 0..255.
+    Rounded to nearest, clipped to 0..255. Every full-resolution step runs
+    along whole rows (the chroma term is repeated across a row pair first), in
+    float32: a few passes over the picture, no integer widening.
     """
     h, w = y.shape
-    cbs = cb.astype(np.int32) - 128
-    crs = cr.astype(np.int32) - 128
-    corr = cbs * _KYC[0]
-    corr += crs * _KYC[1]
-    corr += (16 << _S) + _ROUND
-    luma = y.reshape(h // 2, 2, w // 2, 2) * np.int32(_KY)
-    luma += corr[:, None, :, None]
-    luma >>= _S
-    np.clip(luma, 0, 255, out=luma)
-    planes = []
-    for k in (0, 1):
-        c = cbs * _KC[k, 0]
-        c += crs * _KC[k, 1]
-        c += (128 << _S) + _ROUND
-        c >>= _S
-        np.clip(c, 0, 255, out=c)
-        planes.append(c.astype(np.uint8))
-    return Yuv420(luma.reshape(h, w).astype(np.uint8), planes[0], planes[1])
+    cbs = cb.astype(np.float32)
+    cbs -= 128
+    crs = cr.astype(np.float32)
+    crs -= 128
+    luma = np.multiply(y, _KY, dtype=np.float32)
+    luma.reshape(h // 2, 2, w)[...] += np.repeat(_chroma_term(cbs, crs, 0), 2, axis=1)[:, None]
+    return Yuv420(
+        _to_u8(luma), _to_u8(_chroma_term(cbs, crs, 1)), _to_u8(_chroma_term(cbs, crs, 2))
+    )
 
 
 _mjpeg = threading.local()  # one libavcodec MJPEG decoder per thread

@@ -216,7 +216,7 @@ class VideoStream:
         for pos in range(start, target + 1):
             au = self.reader.frame_at(self._base + pos).data
             self._next = None  # in case decode raises
-            for pic in self.decoder.decode(au, pos):
+            for pic in self.decoder.decode(au, pos, convert=pos == target):
                 if pic.pts == target:
                     found = pic.image
             self._next = pos + 1
