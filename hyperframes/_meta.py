@@ -10,13 +10,16 @@ Unknown keys are ignored (newer writers).
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, overload
 
 from hyperframes.streams import MAX_JSON_DEPTH, FileMetadata, StreamInfo
 
 __all__ = [
     "Meta",
+    "StreamTable",
+    "stream_ids",
     "encode_meta",
     "decode_meta",
     "MAX_META_SIZE",
@@ -29,11 +32,82 @@ MAX_META_SIZE = 64 << 20  # a reader refuses larger metadata blocks
 MAX_WINDOW_NS = 86_400 * 10**9  # one day; windows are tens of milliseconds in practice
 
 
+class StreamTable(Sequence[StreamInfo]):
+    """A file's stream table whose entries are validated when first used.
+
+    Made by :func:`decode_meta` with ``lazy=True`` (the reader: opening a file
+    checks only what every lookup relies on, the rest of an entry waits for
+    the first use of its stream). Checked at once: a list of at most 65536
+    JSON objects, each with an integer ``id`` 0..65535 and a string ``name``,
+    ids and names unique. An entry becomes a :class:`StreamInfo`, every field
+    validated (``ValueError`` naming the stream), the first time it is asked
+    for; :attr:`ids` and :attr:`names` are available without that.
+    """
+
+    __slots__ = ("_docs", "_infos", "ids", "names")
+
+    def __init__(self, docs: list[Any]) -> None:
+        ids: list[int] = []
+        names: list[str] = []
+        for d in docs:
+            if type(d) is not dict:
+                raise ValueError(f"a stream must be a JSON object, got {type(d).__name__}")
+            sid, name = d.get("id", -1), d.get("name")
+            if not (type(sid) is int and 0 <= sid <= 0xFFFF):
+                raise ValueError(f"stream id must be an integer 0..65535, got {sid!r:.40}")
+            if type(name) is not str:
+                raise ValueError(f"stream {sid}: name must be a string, got {name!r:.40}")
+            ids.append(sid)
+            names.append(name)
+        if len(set(ids)) != len(ids) or len(set(names)) != len(names):
+            raise ValueError("stream table repeats an id or a name")
+        self._docs = docs
+        self._infos: list[StreamInfo | None] = [None] * len(docs)
+        self.ids = ids
+        self.names = names
+
+    def __len__(self) -> int:
+        return len(self._docs)
+
+    @overload
+    def __getitem__(self, i: int) -> StreamInfo: ...
+    @overload
+    def __getitem__(self, i: slice) -> Sequence[StreamInfo]: ...
+    def __getitem__(self, i: int | slice) -> StreamInfo | Sequence[StreamInfo]:
+        if isinstance(i, slice):
+            return tuple(self[k] for k in range(*i.indices(len(self))))
+        info = self._infos[i]
+        if info is None:
+            info = self._infos[i] = StreamInfo.from_dict(self._docs[i])
+        return info
+
+    def __iter__(self) -> Iterator[StreamInfo]:
+        return (self[k] for k in range(len(self)))
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Sequence):
+            return tuple(self) == tuple(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]  # mutable cache: compared by value
+
+    def __repr__(self) -> str:
+        return f"StreamTable({self.names!r})"
+
+
+def stream_ids(streams: Sequence[StreamInfo]) -> list[int]:
+    """The stream ids of a table, without validating a lazy table's entries."""
+    if isinstance(streams, StreamTable):
+        return list(streams.ids)
+    return [s.id for s in streams]
+
+
 @dataclass(frozen=True, slots=True)
 class Meta:
-    """Decoded metadata block."""
+    """Decoded metadata block (``streams``: a tuple, or a :class:`StreamTable` when
+    decoded with ``lazy=True``)."""
 
-    streams: tuple[StreamInfo, ...]
+    streams: Sequence[StreamInfo]
     file: FileMetadata
     window_ns: int
     # window id -> stream ids that delivered nothing in that window (only incomplete windows)
@@ -75,8 +149,12 @@ def _small_int(text: str, what: str) -> int:
     return int(text)
 
 
-def decode_meta(data: bytes) -> Meta:
-    """Parse and validate a metadata block; raises ``ValueError`` saying what is wrong."""
+def decode_meta(data: bytes, *, lazy: bool = False) -> Meta:
+    """Parse and validate a metadata block; raises ``ValueError`` saying what is wrong.
+
+    ``lazy``: the stream table is a :class:`StreamTable` whose entries are
+    validated on first use (their ids and names at once).
+    """
     try:
         doc = _DECODER.decode(data.decode("utf-8"))
     except RecursionError:
@@ -89,11 +167,15 @@ def decode_meta(data: bytes) -> Meta:
     streams_doc = doc.get("streams")
     if not isinstance(streams_doc, list) or len(streams_doc) > 1 << 16:
         raise ValueError("metadata streams must be a list of at most 65536 streams")
-    streams = tuple(StreamInfo.from_dict(s) for s in streams_doc)
-    ids = {s.id for s in streams}
-    names = {s.name for s in streams}
-    if len(ids) != len(streams) or len(names) != len(streams):
-        raise ValueError("stream table repeats an id or a name")
+    streams: Sequence[StreamInfo]
+    if lazy:
+        streams = StreamTable(streams_doc)
+    else:
+        streams = tuple(StreamInfo.from_dict(s) for s in streams_doc)
+        ids = {s.id for s in streams}
+        names = {s.name for s in streams}
+        if len(ids) != len(streams) or len(names) != len(streams):
+            raise ValueError("stream table repeats an id or a name")
     file_doc: Any = doc.get("file")
     if file_doc is None:
         file_doc = {}

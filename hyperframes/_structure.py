@@ -9,6 +9,7 @@ ignored (forward compatibility); only what cannot be read is rejected.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Final
 
 import numpy as np
 
@@ -16,7 +17,7 @@ from hyperframes._checks import overlap, range_problem
 from hyperframes._crc import crc32c
 from hyperframes._io import Fd, pread_exact
 from hyperframes._io import file_size as _file_size
-from hyperframes._meta import MAX_META_SIZE, Meta, decode_meta
+from hyperframes._meta import MAX_META_SIZE, Meta, decode_meta, stream_ids
 from hyperframes.errors import (
     ChecksumError,
     CorruptFileError,
@@ -36,11 +37,14 @@ from hyperframes.layout import (
     HeaderFlags,
 )
 
+_LITTLE_ENDIAN: Final = int(HeaderFlags.LITTLE_ENDIAN)  # plain int: IntFlag ops cost ~1 us
+
 __all__ = [
     "Structure",
     "read_header",
     "read_meta",
     "load_structure",
+    "check_no_aliasing",
     "load_aux",
     "load_quarantine",
     "stream_slices",
@@ -76,7 +80,7 @@ def read_header(fd: Fd, path: str, file_size: int) -> Header:
         raise ChecksumError(path, "header", 0, stored, computed)
     if header.header_size != HEADER_SIZE:
         raise CorruptFileError(path, f"header size {header.header_size}, expected 512", 6)
-    if not header.flags & HeaderFlags.LITTLE_ENDIAN:
+    if not header.flags & _LITTLE_ENDIAN:
         raise CorruptFileError(path, "header flags lack the little-endian bit", 8)
     if header.window_ns <= 0:
         raise CorruptFileError(path, "window length is 0", 52)
@@ -92,8 +96,17 @@ def _region(path: str, what: str, offset: int, size: int, lo: int, hi: int) -> N
         )
 
 
-def read_meta(fd: Fd, path: str, offset: int, size: int, file_size: int, crc: int | None) -> Meta:
-    """Read, check and decode the JSON metadata block."""
+def read_meta(
+    fd: Fd,
+    path: str,
+    offset: int,
+    size: int,
+    file_size: int,
+    crc: int | None,
+    *,
+    lazy: bool = False,
+) -> Meta:
+    """Read, check and decode the JSON metadata block (``lazy``: see :func:`decode_meta`)."""
     _region(path, "metadata", offset, size, HEADER_SIZE, file_size)
     if size > MAX_META_SIZE:
         raise CorruptFileError(path, f"metadata block of {size} bytes exceeds the limit", offset)
@@ -101,7 +114,7 @@ def read_meta(fd: Fd, path: str, offset: int, size: int, file_size: int, crc: in
     if crc is not None and crc32c(data) != crc:
         raise ChecksumError(path, "metadata", offset, crc, crc32c(data))
     try:
-        return decode_meta(data)
+        return decode_meta(data, lazy=lazy)
     except ValueError as exc:  # UnicodeDecodeError and json's errors are ValueErrors too
         raise CorruptFileError(path, f"metadata: {exc}", offset) from None
     except (KeyError, TypeError, AttributeError, RecursionError, OverflowError) as exc:
@@ -136,7 +149,13 @@ def _table(
 
 
 def load_structure(
-    fd: Fd, path: str, *, allow_overlap: bool = False, windows: bool = True
+    fd: Fd,
+    path: str,
+    *,
+    allow_overlap: bool = False,
+    windows: bool = True,
+    lazy_streams: bool = False,
+    defer_aliasing: bool = False,
 ) -> Structure:
     """Validate a finalized file and load its index, window table and metadata.
 
@@ -144,7 +163,10 @@ def load_structure(
     ``allow_overlap`` (``verify`` reports them itself and goes on checking).
     With ``windows=False`` the window table is left for :func:`load_windows`
     (a reader that only looks frames up by time never needs it); the
-    structure then holds an empty one.
+    structure then holds an empty one. With ``lazy_streams`` each stream
+    table entry is validated on its first use (:class:`~hyperframes._meta.StreamTable`);
+    with ``defer_aliasing`` the overlap check is the caller's
+    (:func:`check_no_aliasing`, before it reads a second frame).
     """
     file_size = _file_size(fd)
     h = read_header(fd, path, file_size)
@@ -166,18 +188,19 @@ def load_structure(
         h.data_offset,
         file_size,
     )
-    meta = read_meta(fd, path, h.meta_offset, h.meta_size, file_size, h.meta_crc)
+    meta = read_meta(fd, path, h.meta_offset, h.meta_size, file_size, h.meta_crc, lazy=lazy_streams)
     if len(meta.streams) != h.stream_count:
         raise CorruptFileError(
             path, f"header says {h.stream_count} streams, table has {len(meta.streams)}", 32
         )
     if meta.window_ns != h.window_ns:
         raise CorruptFileError(path, "header and metadata disagree on window length", 52)
-    ids = sorted(s.id for s in meta.streams)
-    slices = _index_sound(index, h, ids, allow_overlap)
+    ids = sorted(stream_ids(meta.streams))
+    refuse_overlap = not (allow_overlap or defer_aliasing)
+    slices = _index_sound(index, h, ids, not refuse_overlap)
     if slices is None:  # something failed the fast proof: the full checks name it
         _check_index(path, index, h, meta)
-        if not allow_overlap:
+        if refuse_overlap:
             _check_aliasing(path, index, h)
         slices = stream_slices(index, ids)
     table = load_windows(fd, path, h, file_size) if windows else np.zeros(0, WINDOW_DTYPE)
@@ -201,26 +224,21 @@ def _index_sound(
     operations (~15 instead of ~40: at a few thousand entries each costs ~1 us);
     None when any might fail (the full checks then decide and name the problem).
 
-    Sorted offsets give the lowest and highest offset, sorted ends the highest
-    end and, against the sorted offsets, the overlap test; one OR over the
-    offsets the alignment; a sorted stream column with slices covering every
-    row proves that every entry names a known stream.
+    One OR over the offsets proves the alignment, the lowest offset and the
+    highest end the range; a sorted stream column with slices covering every
+    row proves that every entry names a known stream; sorted offsets against
+    sorted ends, the overlap test (:func:`_no_overlap`).
     """
     n = len(index)
     if n < 2:
         return None
     words = index.view("<u8").reshape(-1, 4)
     off = words[:, 2]
-    size = index["size"]
     if int(np.bitwise_or.reduce(off)) & (ALIGN - 1):
         return None
-    starts = np.sort(off, kind="stable")  # timsort: the offsets are a few sorted runs
-    if int(starts[0]) < h.data_offset or int(starts[-1]) > h.index_offset:
+    if int(off.min()) < h.data_offset or int(off.max()) > h.index_offset:
         return None
-    ends = np.sort(off + size, kind="stable")  # no wrap: offsets are <= index_offset < 2**63
-    if int(ends[-1]) > h.index_offset:
-        return None
-    if not allow_overlap and (not size.all() or (ends[:-1] > starts[1:]).any()):
+    if int((off + index["size"]).max()) > h.index_offset:  # no wrap: offsets <= index_offset
         return None
     sid = index["stream_id"]
     if (sid[1:] < sid[:-1]).any():
@@ -232,7 +250,28 @@ def _index_sound(
     slices = stream_slices(index, ids)
     if sum(b - a for a, b in slices.values()) != n:
         return None
+    if not allow_overlap and not _no_overlap(index):
+        return None
     return slices
+
+
+def _no_overlap(index: np.ndarray) -> bool:
+    """True when no payload is empty and none overlaps another (two timsorts: the offsets
+    are a few sorted runs); False when one might."""
+    size = index["size"]
+    if not size.all():
+        return False
+    off = index.view("<u8").reshape(-1, 4)[:, 2]
+    starts = np.sort(off, kind="stable")
+    ends = np.sort(off + size, kind="stable")
+    return not bool((ends[:-1] > starts[1:]).any())
+
+
+def check_no_aliasing(path: str, index: np.ndarray, h: Header) -> None:
+    """Refuse index entries whose payloads overlap (see :func:`_check_aliasing`): the
+    fast proof, else the check that names the pair."""
+    if len(index) < 2 or not _no_overlap(index):
+        _check_aliasing(path, index, h)
 
 
 def load_windows(fd: Fd, path: str, h: Header, file_size: int) -> np.ndarray:
@@ -299,7 +338,7 @@ def _check_index(path: str, index: np.ndarray, h: Header, meta: Meta) -> None:
         )
     sid = (words[:, 0] & 0xFFFF).astype(np.uint16)
     known = np.zeros(1 << 16, dtype=bool)
-    known[[s.id for s in meta.streams]] = True
+    known[stream_ids(meta.streams)] = True
     unknown = ~known[sid]
     if unknown.any():
         i = int(np.argmax(unknown))

@@ -7,7 +7,7 @@ side. No file I/O and no policy (compression, windowing) lives here.
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from enum import IntFlag
 
 import numpy as np
@@ -60,6 +60,10 @@ class HeaderFlags(IntFlag):
     FINALIZED = 1 << 31
 
 
+_FINALIZED = int(HeaderFlags.FINALIZED)  # plain ints: IntFlag operations cost ~1 us each
+_LITTLE_ENDIAN = int(HeaderFlags.LITTLE_ENDIAN)
+
+
 @dataclass(frozen=True, slots=True)
 class Header:
     """The 512-byte file header, fields in wire order."""
@@ -94,7 +98,7 @@ class Header:
     @property
     def finalized(self) -> bool:
         """True when the writer finished the file (index and tables are valid)."""
-        return bool(self.flags & HeaderFlags.FINALIZED)
+        return bool(self.flags & _FINALIZED)
 
     def encode(self) -> bytes:
         """The header's 512 bytes, CRC32C of bytes 0..508 in the last four."""
@@ -149,39 +153,21 @@ class Header:
         """
         if len(buf) < HEADER_SIZE:
             raise ValueError(f"header needs {HEADER_SIZE} bytes, got {len(buf)}")
-        core = _HEADER_CORE.unpack_from(buf, 0)
-        ext = _HEADER_EXT.unpack_from(buf, _HEADER_CORE.size)
-        quar = _HEADER_QUAR.unpack_from(buf, _HEADER_CORE.size + _HEADER_EXT.size)
+        v = _HEADER_ALL.unpack_from(buf, 0)
         (stored_crc,) = struct.unpack_from("<I", buf, _HEADER_CRC_OFFSET)
-        header = Header(
-            version=core[1],
-            header_size=core[2],
-            flags=core[3],
-            start_ns=core[4],
-            end_ns=core[5],
-            frame_count=core[6],
-            stream_count=core[7],
-            index_offset=core[8],
-            index_size=core[9],
-            window_ns=ext[0],
-            data_offset=ext[1],
-            meta_offset=ext[2],
-            meta_size=ext[3],
-            windows_offset=ext[4],
-            windows_size=ext[5],
-            aux_offset=ext[6],
-            aux_size=ext[7],
-            window_count=ext[8],
-            index_crc=ext[9],
-            meta_crc=ext[10],
-            windows_crc=ext[11],
-            aux_crc=ext[12],
-            quarantine_offset=quar[0],
-            quarantine_size=quar[1],
-            quarantine_count=quar[2],
-            quarantine_crc=quar[3],
-        )
-        return header, core[0], stored_crc, crc32c(bytes(buf[:_HEADER_CRC_OFFSET]))
+        # the slot setters in field order (flags .. quarantine_crc, then version and
+        # header_size), without the frozen dataclass's 26 object.__setattr__ calls
+        header: Header = object.__new__(Header)
+        for setter, value in zip(_HEADER_SETTERS, (*v[3:], v[1], v[2]), strict=True):
+            setter(header, value)
+        return header, v[0], stored_crc, crc32c(bytes(buf[:_HEADER_CRC_OFFSET]))
+
+
+# the three parts back to back (160 bytes): magic, version, header size, then the fields
+_HEADER_ALL = struct.Struct(
+    "<" + "".join(p.format.lstrip("<") for p in (_HEADER_CORE, _HEADER_EXT, _HEADER_QUAR))
+)
+_HEADER_SETTERS = tuple(Header.__dict__[f.name].__set__ for f in fields(Header))
 
 
 # --- index ----------------------------------------------------------------

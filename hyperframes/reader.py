@@ -11,7 +11,7 @@ import errno
 import os
 import stat
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -22,9 +22,11 @@ import numpy as np
 from hyperframes import search
 from hyperframes._crc import crc32c
 from hyperframes._io import Fd, aligned_empty, pread_into_aligned, pread_scratch
+from hyperframes._meta import StreamTable, stream_ids
 from hyperframes._split import default_threads
 from hyperframes._structure import (
     Structure,
+    check_no_aliasing,
     load_aux,
     load_quarantine,
     load_structure,
@@ -199,13 +201,55 @@ class Hyperframe:
         )
 
 
+class _Streams(Mapping[int, StreamInfo]):
+    """A reader's streams by id, each stream table entry validated on its first use.
+
+    An entry that fails its checks is a :class:`CorruptFileError` naming the
+    file, raised where that stream is first used (opening checked its id and
+    name). ``cache`` holds the entries validated so far.
+    """
+
+    __slots__ = ("_offset", "_path", "_pos", "_table", "cache")
+
+    def __init__(self, table: Sequence[StreamInfo], path: str, offset: int) -> None:
+        self._table = table
+        self._pos = {sid: k for k, sid in enumerate(stream_ids(table))}
+        self._path = path
+        self._offset = offset
+        self.cache: dict[int, StreamInfo] = {}
+
+    def __getitem__(self, sid: int) -> StreamInfo:
+        info = self.cache.get(sid)
+        if info is None:
+            k = self._pos[sid]  # KeyError for an unknown id
+            try:
+                info = self._table[k]
+            except ValueError as exc:
+                raise CorruptFileError(self._path, f"metadata: {exc}", self._offset) from None
+            self.cache[sid] = info
+        return info
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._pos)
+
+    def __len__(self) -> int:
+        return len(self._pos)
+
+    def __contains__(self, sid: object) -> bool:
+        return sid in self._pos
+
+    def __repr__(self) -> str:
+        return f"{{{', '.join(f'{sid}: {self[sid]!r}' for sid in self._pos)}}}"
+
+
 class HyperframeReader:
     """Reads a finalized hyperframe file.
 
     Opening reads the header, index and metadata once (a few ms for a
-    million frames) and validates them; the window table is read and checked
-    on first use (time lookups never need it), payloads on demand with
-    ``pread``. With ``verify=True`` (the default) every payload read is
+    million frames) and validates them, each stream's entry of the stream
+    table on the first use of that stream; the window table is read and
+    checked on first use (time lookups never need it), payloads on demand
+    with ``pread``. With ``verify=True`` (the default) every payload read is
     checked against its CRC32C.
 
     ``threads`` bounds the threads that decode one large frame read alone
@@ -231,8 +275,7 @@ class HyperframeReader:
         if threads is not None and (not isinstance(threads, int) or threads < 1):
             raise ValueError(f"threads must be a positive integer or None, got {threads!r}")
         self._name = os.fspath(path)
-        self.path = Path(self._name)
-        """The file's path (for a URL, a ``Path`` of it: use :attr:`name`)."""
+        self._path: Path | None = None
         self.verify = verify
         self.max_frame_bytes = max_frame_bytes
         self.threads = default_threads() if threads is None else threads
@@ -247,22 +290,46 @@ class HyperframeReader:
             if isinstance(self._fd, int) and stat.S_ISDIR(os.fstat(self._fd).st_mode):
                 # else a nameless EISDIR on read
                 raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), self._name)
-            self._s: Structure = load_structure(self._fd, self._name, windows=False)
+            self._s: Structure = load_structure(
+                self._fd, self._name, windows=False, lazy_streams=True, defer_aliasing=True
+            )
         except BaseException:
             self.close()
             raise
-        self.streams: dict[int, StreamInfo] = {s.id: s for s in self._s.meta.streams}
-        self._by_name = {s.name: s.id for s in self._s.meta.streams}
+        table = self._s.meta.streams
+        self.streams: Mapping[int, StreamInfo] = _Streams(
+            table, self._name, self.header.meta_offset
+        )
+        """The file's streams by id (each validated the first time it is used)."""
+        self._infos = self.streams.cache  # the validated ones: the read paths look here first
+        self._by_name = (
+            dict(zip(table.names, table.ids, strict=True))
+            if isinstance(table, StreamTable)
+            else {s.name: s.id for s in table}
+        )
         self._slices = self._s.slices
         self._ts: dict[int, np.ndarray] = {}
         self._ts_lists: dict[int, list[int]] = {}  # the same as Python ints, for lookups
+        self._searched: set[int] = set()  # streams looked up once (the list is made on the 2nd)
         self._by_window: tuple[np.ndarray, np.ndarray] | None = None
         self._aux: np.ndarray | None = None
         self._quarantine: np.ndarray | None = None
         self._window_table: np.ndarray | None = None  # loaded on first use
         self._lock = threading.Lock()
+        # Overlapping payloads (aliasing) could make reading a file cost far more than its
+        # size; a single read cannot, so the check waits for the second read or a batch.
+        self._unaliased = False
+        self._free_reads = 1
 
     # --- file-level facts ------------------------------------------------
+
+    @property
+    def path(self) -> Path:
+        """The file's path (for a URL, a ``Path`` of it: use :attr:`name`)."""
+        p = self._path
+        if p is None:
+            p = self._path = Path(self._name)
+        return p
 
     @property
     def metadata(self) -> FileMetadata:
@@ -350,9 +417,12 @@ class HyperframeReader:
             return self._quarantine
 
     def _windows(self) -> np.ndarray:
-        """The window table, read and checked on first use (time lookups never need it)."""
+        """The window table, read and checked on first use (time lookups never need it);
+        whatever uses it works on the whole file, so the index's aliasing is checked too."""
         table = self._window_table
         if table is None:
+            if not self._unaliased:
+                self._before_reading(self._free_reads + 1)
             with self._lock:
                 if self._window_table is None:
                     s = self._s
@@ -386,12 +456,30 @@ class HyperframeReader:
         """Index position of the frame matching a query; see :meth:`read`."""
         sid = self._by_name.get(stream, -1) if isinstance(stream, str) else stream
         lst = self._ts_lists.get(sid)
-        if lst is None:  # first lookup in this stream (or an unknown one: KeyError)
+        if lst is None:  # first lookups in this stream (or an unknown one: KeyError)
             sid = self._stream_id(stream)
-            lst = self._ts_lists[sid] = self.timestamps(sid).tolist()
+            if sid not in self._searched:  # the first: a search of the array is cheaper
+                self._searched.add(sid)
+                ts = self.timestamps(sid)
+                j = search.find(ts, timestamp_ns, mode)
+                return self._found(sid, timestamp_ns, mode, tolerance_ns, j, ts)
+            lst = self._ts_lists[sid] = self.timestamps(sid).tolist()  # pays from the second
         i = search.find_in_list(lst, timestamp_ns, mode)
+        if i is not None and (tolerance_ns is None or abs(lst[i] - timestamp_ns) <= tolerance_ns):
+            return self._slices[sid][0] + i
+        return self._found(sid, timestamp_ns, mode, tolerance_ns, i, self.timestamps(sid))
+
+    def _found(
+        self,
+        sid: int,
+        timestamp_ns: int,
+        mode: Mode,
+        tolerance_ns: int | None,
+        i: int | None,
+        ts: np.ndarray,
+    ) -> int:
+        """The index position of match ``i`` in ``ts``, or the error that it is none."""
         if i is None:
-            ts = self.timestamps(sid)
             near = search.find(ts, timestamp_ns, "nearest")
             raise FrameNotFoundError(
                 self._name,
@@ -400,9 +488,9 @@ class HyperframeReader:
                 f"no frame {mode} the query",
                 int(ts[near]) if near is not None else None,
             )
-        if tolerance_ns is not None and abs(lst[i] - timestamp_ns) > tolerance_ns:
+        if tolerance_ns is not None and abs(int(ts[i]) - timestamp_ns) > tolerance_ns:
             raise FrameNotFoundError(
-                self._name, sid, timestamp_ns, f"no frame within {tolerance_ns} ns", lst[i]
+                self._name, sid, timestamp_ns, f"no frame within {tolerance_ns} ns", int(ts[i])
             )
         return self._slices[sid][0] + i
 
@@ -460,6 +548,8 @@ class HyperframeReader:
 
     def frame_at(self, i: int) -> Frame:
         """The frame of index entry ``i``."""
+        if not self._unaliased:
+            self._before_reading(1)
         row: _Row = self._s.index.item(i)  # ~3x faster than index[i].item()
         fd = self._fd
         if row[1] & _DECODE_MASK or type(fd) is not int:
@@ -471,7 +561,8 @@ class HyperframeReader:
             return self._decode(i, row, pread_into_aligned(fd, size, offset))  # short: retry
         if self.verify and crc32c(buf) != crc:
             self._checksum_error(i, row, buf)
-        return _frame(self.streams[sid], ts, stream_index, flags, buf, self._name)
+        info = self._infos.get(sid) or self.streams[sid]
+        return _frame(info, ts, stream_index, flags, buf, self._name)
 
     # --- windows ----------------------------------------------------------
 
@@ -617,10 +708,24 @@ class HyperframeReader:
             raise KeyError(f"{self._name}: no stream with id {stream}; ids: {sorted(self.streams)}")
         return stream
 
+    def _before_reading(self, frames: int) -> None:
+        """Check the index for aliasing before a second frame is read (once)."""
+        with self._lock:
+            if self._unaliased:
+                return
+            if frames <= self._free_reads:
+                self._free_reads -= frames
+                return
+            s = self._s
+            check_no_aliasing(self._name, s.index, s.header)
+            self._unaliased = True
+
     def _read_entries(self, positions: np.ndarray) -> list[Frame]:
         """Decode the frames at index ``positions``, reading neighbouring payloads at once."""
         if not len(positions):
             return []
+        if not self._unaliased:
+            self._before_reading(len(positions))
         order = np.argsort(self._s.index["offset"][positions], kind="stable")
         rows: list[_Row] = self._s.index[positions[order]].tolist()
         out: list[Frame | None] = [None] * len(rows)
@@ -660,7 +765,7 @@ class HyperframeReader:
             raise CorruptFileError(
                 self._name, f"frame {i} truncated ({len(stored)}/{size} bytes)", offset
             )
-        stream = self.streams[sid]
+        stream = self._infos.get(sid) or self.streams[sid]
         if not flags & _DECODE_MASK:  # stored raw: the stored bytes are the frame
             if self.verify and crc32c(stored) != crc:
                 self._checksum_error(i, row, stored)

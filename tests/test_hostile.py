@@ -597,7 +597,20 @@ def test_decoded_size_is_bounded_by_a_multiple_of_the_stored_size(edit) -> None:
     assert not verify_file(path).ok
 
 
-def test_aliased_bomb_is_refused_on_open(edit) -> None:
+def refused_before_a_second_read(path: Path, match: str = "overlap") -> None:
+    """Aliasing is refused before a batch read, the window table, or a second frame (a single
+    read cannot cost more than its own bytes; issue 19: open reads what one lookup needs)."""
+    with HyperframeReader(path) as r, pytest.raises(CorruptFileError, match=match):
+        r.read_positions([0, 1])
+    with HyperframeReader(path) as r, pytest.raises(CorruptFileError, match=match):
+        r.window_count()
+    with HyperframeReader(path) as r, pytest.raises(CorruptFileError, match=match):
+        for i in range(r.frame_count):
+            r.frame_at(i)
+        assert i < 2
+
+
+def test_aliased_bomb_is_refused_before_a_second_read(edit) -> None:
     def fn(raw: bytearray) -> None:
         off = _zstd_bomb(raw, 1 << 20)
         src = entry_positions(raw, off)[-1]
@@ -608,8 +621,7 @@ def test_aliased_bomb_is_refused_on_open(edit) -> None:
                 raw[e["pos"] + 16 : e["pos"] + 32] = raw[src + 16 : src + 32]
         reseal(raw)
 
-    with pytest.raises(CorruptFileError, match="overlap"):
-        HyperframeReader(edit(fn))
+    refused_before_a_second_read(edit(fn))
 
 
 def test_writer_never_writes_what_the_reader_refuses(tmp_path: Path) -> None:
@@ -712,8 +724,35 @@ def test_cli_on_cut_files(tmp_path: Path, pristine, capsys, cut: int) -> None:
 def test_every_error_is_a_hyperframes_error(edit) -> None:
     """The root class covers every typed error raised above (CorruptFileError included)."""
     path = edit(_with_stream("dtype", "O"))
-    with pytest.raises(HyperframesError):
-        HyperframeReader(path)
+    with pytest.raises(HyperframesError), HyperframeReader(path) as r:
+        r.stream(1)
+
+
+@pytest.mark.parametrize(("field", "value"), [("dtype", "O"), ("shape", [0]), ("rate_hz", "10")])
+def test_a_damaged_stream_entry_fails_where_that_stream_is_used(
+    edit, field: str, value: Any
+) -> None:
+    """Opening checks the stream table's ids and names; the rest of an entry on the first use
+    of its stream (issue 19: open reads what the first lookup needs). Other streams read."""
+    path = edit(_with_stream(field, value))
+    with HyperframeReader(path) as r:
+        others = [sid for sid in r.streams if sid != 1]
+        assert others and all(r.timestamps(sid).size for sid in others)
+        for sid in others:
+            r.read(sid, int(r.timestamps(sid)[0]))
+        with pytest.raises(CorruptFileError, match="stream 1") as e:
+            r.read(1, r.start_ns)
+        assert str(path) in str(e.value)
+        with pytest.raises(CorruptFileError, match="stream 1"):
+            list(r.streams.values())
+
+
+@pytest.mark.parametrize(
+    ("field", "value"), [("id", "1"), ("id", True), ("id", 70000), ("name", 5)]
+)
+def test_stream_ids_and_names_are_checked_on_open(edit, field: str, value: Any) -> None:
+    with pytest.raises(CorruptFileError, match="stream"):
+        HyperframeReader(edit(_with_stream(field, value)))
 
 
 # --- the pure checks behind the causes above ----------------------------------------------
