@@ -380,14 +380,16 @@ def section_read(
             codecs = sorted({str(_codec_name(q[4])) for q in picks})
             size = statistics.median(q[3] for q in picks)
             t = interleaved({"bare": bare, "hf": hf, "hf_nv": hf_nv}, picks, rounds)
+            # issue 19: a small frame (the call's own cost dominates) <= 2x, larger ones 1.3x
+            limit = 2.0 if size <= 4096 else 1.3
             res.add(
                 "1",
                 f"read() {label} ({_human(size)} stored, {'/'.join(codecs)})",
                 us(t["hf"]),
                 us(t["bare"]),
                 t["hf"] / t["bare"],
-                "<= 1.3x",
-                t["hf"] / t["bare"] <= 1.3,
+                f"<= {limit:g}x",
+                t["hf"] / t["bare"] <= limit,
             )
             res.add(
                 "1",

@@ -17,6 +17,7 @@ calling thread.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import os
 import threading
@@ -56,9 +57,14 @@ class _Load:
 _load = _Load()
 
 
+@functools.cache
 def default_threads() -> int:
-    """Threads one frame's decode may use by default: the CPUs this process may run on, <= 4."""
+    """Threads one frame's decode may use by default: the CPUs this process may run on, <= 4
+    (asked once per process: every reader's open needs it)."""
     return max(1, min(_MAX_DEFAULT, _cpus()))
+
+
+os.register_at_fork(after_in_child=default_threads.cache_clear)
 
 
 def _cpus() -> int:

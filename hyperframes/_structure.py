@@ -156,6 +156,7 @@ def load_structure(
     windows: bool = True,
     lazy_streams: bool = False,
     defer_aliasing: bool = False,
+    file_size: int | None = None,
 ) -> Structure:
     """Validate a finalized file and load its index, window table and metadata.
 
@@ -166,9 +167,11 @@ def load_structure(
     structure then holds an empty one. With ``lazy_streams`` each stream
     table entry is validated on its first use (:class:`~hyperframes._meta.StreamTable`);
     with ``defer_aliasing`` the overlap check is the caller's
-    (:func:`check_no_aliasing`, before it reads a second frame).
+    (:func:`check_no_aliasing`, before it reads a second frame). ``file_size``:
+    the caller's ``fstat`` of ``fd``, when it has one.
     """
-    file_size = _file_size(fd)
+    if file_size is None:
+        file_size = _file_size(fd)
     h = read_header(fd, path, file_size)
     if not h.finalized:
         raise NotFinalizedError(path)
@@ -209,7 +212,10 @@ def load_structure(
 
 def stream_slices(index: np.ndarray, ids: list[int]) -> dict[int, tuple[int, int]]:
     """Rows ``[lo, hi)`` of each stream id in an index sorted by stream (``lo == hi``: none)."""
-    sid = index["stream_id"]
+    return _slices(index["stream_id"], ids)
+
+
+def _slices(sid: np.ndarray, ids: list[int]) -> dict[int, tuple[int, int]]:
     keys = np.array(ids, dtype=np.uint16)
     lo = np.searchsorted(sid, keys, "left").tolist()
     hi = np.searchsorted(sid, keys, "right").tolist()
@@ -240,14 +246,14 @@ def _index_sound(
         return None
     if int((off + index["size"]).max()) > h.index_offset:  # no wrap: offsets <= index_offset
         return None
-    sid = index["stream_id"]
+    sid = np.ascontiguousarray(index["stream_id"])  # one copy serves the next four uses
     if (sid[1:] < sid[:-1]).any():
         return None
     ts = words[:, 1]
     for k in np.flatnonzero(ts[1:] < ts[:-1]).tolist():  # allowed only where the stream changes
         if sid[k] == sid[k + 1]:
             return None
-    slices = stream_slices(index, ids)
+    slices = _slices(sid, ids)
     if sum(b - a for a, b in slices.values()) != n:
         return None
     if not allow_overlap and not _no_overlap(index):

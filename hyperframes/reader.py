@@ -287,11 +287,19 @@ class HyperframeReader:
         else:
             self._fd = os.open(self._name, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
         try:
-            if isinstance(self._fd, int) and stat.S_ISDIR(os.fstat(self._fd).st_mode):
-                # else a nameless EISDIR on read
-                raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), self._name)
+            size = None
+            if isinstance(self._fd, int):
+                st = os.fstat(self._fd)
+                if stat.S_ISDIR(st.st_mode):  # else a nameless EISDIR on read
+                    raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), self._name)
+                size = st.st_size
             self._s: Structure = load_structure(
-                self._fd, self._name, windows=False, lazy_streams=True, defer_aliasing=True
+                self._fd,
+                self._name,
+                windows=False,
+                lazy_streams=True,
+                defer_aliasing=True,
+                file_size=size,
             )
         except BaseException:
             self.close()
