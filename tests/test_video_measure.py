@@ -181,3 +181,16 @@ def test_psnr_of_a_frame_is_its_own() -> None:
     assert got[-1] is not None and got[-1][0] < 20  # noise at CRF 40
     for g, w in zip(got, want, strict=True):
         assert g == pytest.approx(w, abs=6e-4)
+
+
+def test_without_a_writable_temporary_directory_nothing_is_measured(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """x265's log needs a file: with TMPDIR unwritable the encoder still encodes."""
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o500)
+    monkeypatch.setattr(tempfile, "tempdir", str(locked))
+    if os.access(locked, os.W_OK):  # root ignores the mode
+        monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "missing"))
+    aus = encode(pictures(160, 96, 2), measure=True)
+    assert len(aus) == 2 and all(a.psnr is None for a in aus)

@@ -100,10 +100,14 @@ class FrameStats:
     @classmethod
     def create(cls) -> FrameStats | None:
         """A fresh log in a private temporary directory; None where x265 cannot measure
-        quietly, or the path would not survive x265-params (``:`` and ``=`` separate)."""
+        quietly, no temporary directory is writable, or its path would not survive
+        x265-params (``:`` and ``=`` separate)."""
         if not _cstderr.quiet_x265():
             return None
-        directory = tempfile.mkdtemp(prefix="hf-x265-")
+        try:
+            directory = tempfile.mkdtemp(prefix="hf-x265-")
+        except OSError:  # no writable temporary directory: measure another way
+            return None
         if any(c in directory for c in ":=\\"):
             shutil.rmtree(directory, ignore_errors=True)
             return None
