@@ -167,15 +167,8 @@ def decode_meta(data: bytes, *, lazy: bool = False) -> Meta:
     streams_doc = doc.get("streams")
     if not isinstance(streams_doc, list) or len(streams_doc) > 1 << 16:
         raise ValueError("metadata streams must be a list of at most 65536 streams")
-    streams: Sequence[StreamInfo]
-    if lazy:
-        streams = StreamTable(streams_doc)
-    else:
-        streams = tuple(StreamInfo.from_dict(s) for s in streams_doc)
-        ids = {s.id for s in streams}
-        names = {s.name for s in streams}
-        if len(ids) != len(streams) or len(names) != len(streams):
-            raise ValueError("stream table repeats an id or a name")
+    table = StreamTable(streams_doc)
+    streams: Sequence[StreamInfo] = table if lazy else tuple(table)  # tuple: every entry now
     file_doc: Any = doc.get("file")
     if file_doc is None:
         file_doc = {}

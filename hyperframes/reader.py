@@ -430,7 +430,7 @@ class HyperframeReader:
         table = self._window_table
         if table is None:
             if not self._unaliased:
-                self._before_reading(self._free_reads + 1)
+                self._check_aliasing()
             with self._lock:
                 if self._window_table is None:
                     s = self._s
@@ -717,16 +717,19 @@ class HyperframeReader:
         return stream
 
     def _before_reading(self, frames: int) -> None:
-        """Check the index for aliasing before a second frame is read (once)."""
+        """Let the first single read through; check the index for aliasing before more."""
         with self._lock:
-            if self._unaliased:
-                return
             if frames <= self._free_reads:
                 self._free_reads -= frames
                 return
-            s = self._s
-            check_no_aliasing(self._name, s.index, s.header)
-            self._unaliased = True
+        self._check_aliasing()
+
+    def _check_aliasing(self) -> None:
+        """Refuse an index whose payloads overlap (once per reader)."""
+        with self._lock:
+            if not self._unaliased:
+                check_no_aliasing(self._name, self._s.index, self._s.header)
+                self._unaliased = True
 
     def _read_entries(self, positions: np.ndarray) -> list[Frame]:
         """Decode the frames at index ``positions``, reading neighbouring payloads at once."""

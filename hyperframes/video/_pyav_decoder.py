@@ -97,13 +97,20 @@ def _pts(frame: Any) -> int:
     return int(frame.pts) if frame.pts is not None else -1
 
 
-def _yuv420(frame: Any) -> Yuv420:
-    """A yuv420p AVFrame as :class:`Yuv420`: each plane copied once, without its row padding."""
+def plane_views(frame: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The Y, Cb and Cr planes of a 4:2:0 AVFrame as 2-D views of its buffers, without the
+    row padding (writable where the frame is; valid while the frame lives)."""
     h, w = frame.height, frame.width
-    planes = [
-        np.frombuffer(p, np.uint8).reshape(-1, p.line_size)[:rows, :cols].copy()
+    y, u, v = (
+        np.frombuffer(p, np.uint8).reshape(-1, p.line_size)[:rows, :cols]
         for p, rows, cols in zip(
             frame.planes, (h, h // 2, h // 2), (w, w // 2, w // 2), strict=True
         )
-    ]
-    return Yuv420(planes[0], planes[1], planes[2])
+    )
+    return y, u, v
+
+
+def _yuv420(frame: Any) -> Yuv420:
+    """A yuv420p AVFrame as :class:`Yuv420`: each plane copied once, without its row padding."""
+    y, u, v = plane_views(frame)
+    return Yuv420(y.copy(), u.copy(), v.copy())

@@ -12,9 +12,8 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import Any
 
-import numpy as np
-
 from hyperframes.video import _deps
+from hyperframes.video._pyav_decoder import plane_views
 from hyperframes.video._x265_stats import FrameStats
 from hyperframes.video.color import Yuv420
 from hyperframes.video.encode import EncodedAU, EncoderSettings, OutputCheck
@@ -103,9 +102,8 @@ class X265Encoder:
         """Encode one picture; with zerolatency its access unit comes straight back."""
         n, idr = self._out.submit(picture, pts, idr)
         frame = self._av.VideoFrame(picture.width, picture.height, "yuv420p")
-        for plane, src in zip(frame.planes, (picture.y, picture.u, picture.v), strict=True):
-            rows, cols = src.shape  # each plane copied once, straight into the AVFrame
-            np.frombuffer(plane, np.uint8).reshape(-1, plane.line_size)[:rows, :cols] = src
+        for dst, src in zip(plane_views(frame), (picture.y, picture.u, picture.v), strict=True):
+            dst[...] = src  # each plane copied once, straight into the AVFrame
         frame.pts = n
         if idr:
             frame.pict_type = self._picture_i

@@ -23,6 +23,7 @@ at every IDR): with no reordering (``bframes=0``) it is the frame number.
 from __future__ import annotations
 
 import ctypes
+import functools
 import math
 import os
 import shutil
@@ -69,15 +70,11 @@ def _flush_all() -> None:
     _libc().fflush(None)
 
 
-_LIBC: list[ctypes.CDLL] = []
-
-
+@functools.cache
 def _libc() -> ctypes.CDLL:
-    if not _LIBC:
-        libc = ctypes.CDLL(None)
-        libc.fflush.argtypes = [ctypes.c_void_p]
-        _LIBC.append(libc)
-    return _LIBC[0]
+    libc = ctypes.CDLL(None)
+    libc.fflush.argtypes = [ctypes.c_void_p]
+    return libc
 
 
 class FrameStats:

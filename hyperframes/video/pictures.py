@@ -29,6 +29,7 @@ import numpy as np
 from PIL import Image, UnidentifiedImageError
 
 from hyperframes.video import _deps
+from hyperframes.video._pyav_decoder import plane_views
 from hyperframes.video.color import Yuv420, jpeg_ycbcr_to_bt709_limited, rgb_to_yuv420
 from hyperframes.video.errors import FrameFormatError
 
@@ -126,14 +127,9 @@ def _jpeg_to_yuv420(buf: bytes) -> Yuv420 | None:
     if len(frames) != 1:
         return None
     f = frames[0]
-    h, w = f.height, f.width
-    if f.format.name != "yuvj420p" or h % 2 or w % 2:
+    if f.format.name != "yuvj420p" or f.height % 2 or f.width % 2:
         return None
-    y, cb, cr = (
-        np.frombuffer(p, np.uint8).reshape(-1, p.line_size)[:rows, :cols]
-        for p, rows, cols in zip(f.planes, (h, h // 2, h // 2), (w, w // 2, w // 2), strict=True)
-    )
-    return jpeg_planes_to_yuv420(y, cb, cr)
+    return jpeg_planes_to_yuv420(*plane_views(f))
 
 
 def _jpeg(data: bytes | bytearray | memoryview | np.ndarray) -> Yuv420:
