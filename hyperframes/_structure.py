@@ -44,7 +44,8 @@ __all__ = [
     "read_header",
     "read_meta",
     "load_structure",
-    "check_no_aliasing",
+    "check_entries",
+    "entry_problem",
     "load_aux",
     "load_quarantine",
     "stream_slices",
@@ -155,7 +156,7 @@ def load_structure(
     allow_overlap: bool = False,
     windows: bool = True,
     lazy_streams: bool = False,
-    defer_aliasing: bool = False,
+    defer_entries: bool = False,
     file_size: int | None = None,
 ) -> Structure:
     """Validate a finalized file and load its index, window table and metadata.
@@ -165,10 +166,13 @@ def load_structure(
     With ``windows=False`` the window table is left for :func:`load_windows`
     (a reader that only looks frames up by time never needs it); the
     structure then holds an empty one. With ``lazy_streams`` each stream
-    table entry is validated on its first use (:class:`~hyperframes._meta.StreamTable`);
-    with ``defer_aliasing`` the overlap check is the caller's
-    (:func:`check_no_aliasing`, before it reads a second frame). ``file_size``:
-    the caller's ``fstat`` of ``fd``, when it has one.
+    table entry is validated on its first use (:class:`~hyperframes._meta.StreamTable`).
+    With ``defer_entries`` open proves only what the stream slices rely on
+    (the stream column sorted, every entry naming a known stream); the rest
+    of each entry (payload range and alignment, time order, no overlap) is
+    the caller's: :func:`check_entries` before a second frame, and
+    :func:`entry_problem` / a stream's own time order for the one read
+    before it. ``file_size``: the caller's ``fstat`` of ``fd``, when it has one.
     """
     if file_size is None:
         file_size = _file_size(fd)
@@ -199,13 +203,18 @@ def load_structure(
     if meta.window_ns != h.window_ns:
         raise CorruptFileError(path, "header and metadata disagree on window length", 52)
     ids = sorted(stream_ids(meta.streams))
-    refuse_overlap = not (allow_overlap or defer_aliasing)
-    slices = _index_sound(index, h, ids, not refuse_overlap)
-    if slices is None:  # something failed the fast proof: the full checks name it
-        _check_index(path, index, h, meta)
-        if refuse_overlap:
-            _check_aliasing(path, index, h)
-        slices = stream_slices(index, ids)
+    if defer_entries:
+        slices = _stream_order(index, ids)
+        if slices is None:  # unsorted or an unknown stream: the full checks name it
+            _check_index(path, index, h, meta)
+            slices = stream_slices(index, ids)
+    else:
+        slices = _index_sound(index, h, ids, allow_overlap)
+        if slices is None:  # something failed the fast proof: the full checks name it
+            _check_index(path, index, h, meta)
+            if not allow_overlap:
+                _check_aliasing(path, index, h)
+            slices = stream_slices(index, ids)
     table = load_windows(fd, path, h, file_size) if windows else np.zeros(0, WINDOW_DTYPE)
     return Structure(h, meta, index, table, file_size, slices)
 
@@ -229,36 +238,63 @@ def _index_sound(
     ``allow_overlap``, :func:`_check_aliasing`) passes, proven with few whole-array
     operations (~15 instead of ~40: at a few thousand entries each costs ~1 us);
     None when any might fail (the full checks then decide and name the problem).
-
-    One OR over the offsets proves the alignment, the lowest offset and the
-    highest end the range; a sorted stream column with slices covering every
-    row proves that every entry names a known stream; sorted offsets against
-    sorted ends, the overlap test (:func:`_no_overlap`).
     """
+    slices = _stream_order(index, ids)
+    if slices is None or not _entries_sound(index, h, allow_overlap):
+        return None
+    return slices
+
+
+def _stream_order(index: np.ndarray, ids: list[int]) -> dict[int, tuple[int, int]] | None:
+    """The stream slices when the stream column is sorted and names only streams of
+    ``ids`` (a sorted column whose slices cover every row); None when it might not."""
     n = len(index)
     if n < 2:
         return None
-    words = index.view("<u8").reshape(-1, 4)
-    off = words[:, 2]
-    if int(np.bitwise_or.reduce(off)) & (ALIGN - 1):
-        return None
-    if int(off.min()) < h.data_offset or int(off.max()) > h.index_offset:
-        return None
-    if int((off + index["size"]).max()) > h.index_offset:  # no wrap: offsets <= index_offset
-        return None
-    sid = np.ascontiguousarray(index["stream_id"])  # one copy serves the next four uses
+    sid = np.ascontiguousarray(index["stream_id"])  # one copy serves the next uses
     if (sid[1:] < sid[:-1]).any():
         return None
-    ts = words[:, 1]
-    for k in np.flatnonzero(ts[1:] < ts[:-1]).tolist():  # allowed only where the stream changes
-        if sid[k] == sid[k + 1]:
-            return None
     slices = _slices(sid, ids)
     if sum(b - a for a, b in slices.values()) != n:
         return None
-    if not allow_overlap and not _no_overlap(index):
-        return None
     return slices
+
+
+def _entries_sound(index: np.ndarray, h: Header, allow_overlap: bool) -> bool:
+    """True when, in an index whose stream column is sorted, every payload lies aligned
+    inside the payload region, each stream's timestamps are in order and (unless
+    ``allow_overlap``) no payload overlaps another; False when one might not.
+
+    One OR over the offsets proves the alignment, the lowest offset and the
+    highest end the range; a time step backwards is allowed only where the
+    stream changes; sorted offsets against sorted ends, the overlap test
+    (:func:`_no_overlap`).
+    """
+    if len(index) < 2:
+        return False
+    words = index.view("<u8").reshape(-1, 4)
+    off = words[:, 2]
+    if int(np.bitwise_or.reduce(off)) & (ALIGN - 1):
+        return False
+    if int(off.min()) < h.data_offset or int(off.max()) > h.index_offset:
+        return False
+    if int((off + index["size"]).max()) > h.index_offset:  # no wrap: offsets <= index_offset
+        return False
+    ts = words[:, 1]
+    back = np.flatnonzero(ts[1:] < ts[:-1]).tolist()
+    if back:
+        sid = index["stream_id"]
+        if any(sid[k] == sid[k + 1] for k in back):
+            return False
+    return allow_overlap or _no_overlap(index)
+
+
+def entry_problem(row: tuple[int, ...], h: Header) -> bool:
+    """Whether one index row (``INDEX_DTYPE.item()``) points outside the payload region
+    or off the alignment: the check of the one read a reader makes before
+    :func:`check_entries`."""
+    offset, size = row[4], row[5]
+    return bool(offset & (ALIGN - 1)) or offset < h.data_offset or offset + size > h.index_offset
 
 
 def _no_overlap(index: np.ndarray) -> bool:
@@ -273,10 +309,12 @@ def _no_overlap(index: np.ndarray) -> bool:
     return not bool((ends[:-1] > starts[1:]).any())
 
 
-def check_no_aliasing(path: str, index: np.ndarray, h: Header) -> None:
-    """Refuse index entries whose payloads overlap (see :func:`_check_aliasing`): the
-    fast proof, else the check that names the pair."""
-    if len(index) < 2 or not _no_overlap(index):
+def check_entries(path: str, index: np.ndarray, h: Header, meta: Meta) -> None:
+    """What ``load_structure(defer_entries=True)`` left: every entry's payload range,
+    alignment and time order, and no overlapping payloads (aliasing). The fast
+    proof, else the full checks that name the entry."""
+    if not _entries_sound(index, h, allow_overlap=False):
+        _check_index(path, index, h, meta)
         _check_aliasing(path, index, h)
 
 

@@ -21,18 +21,33 @@ import numpy as np
 
 from hyperframes import search
 from hyperframes._crc import crc32c
-from hyperframes._io import Fd, aligned_empty, pread_into_aligned, pread_scratch
+from hyperframes._io import (
+    Fd,
+    aligned_empty,
+    pread_fill,
+    pread_into_aligned,
+    pread_scratch,
+    scratch,
+)
 from hyperframes._meta import StreamTable, stream_ids
 from hyperframes._split import default_threads
 from hyperframes._structure import (
     Structure,
-    check_no_aliasing,
+    check_entries,
+    entry_problem,
     load_aux,
     load_quarantine,
     load_structure,
     load_windows,
 )
-from hyperframes.codecs import CodecError, decode_aligned
+from hyperframes.codecs import (
+    CODEC_BLOSC2,
+    CODEC_LZ4_BLOCKS,
+    CODEC_ZSTD_BLOCKS,
+    CodecError,
+    codec_of,
+    decode_aligned,
+)
 from hyperframes.errors import ChecksumError, CorruptFileError, FrameNotFoundError
 from hyperframes.layout import CODEC_MASK, FrameFlags, Header
 from hyperframes.objstore import RemoteFile, is_url
@@ -44,6 +59,12 @@ __all__ = ["HyperframeReader", "Frame", "Hyperframe", "Mode"]
 Mode = Literal["nearest", "before", "after"]
 _COALESCE_GAP = 64 << 10  # read across holes up to this size rather than issue another pread
 _DECODE_MASK = CODEC_MASK | int(FrameFlags.SHUFFLED)  # plain ints: enum ops cost ~1 us each
+# A blocked payload of at least this many stored bytes is read run of blocks by run of
+# blocks, each by the thread that decodes it (_decode_streamed); the first read takes
+# _HEAD_READ bytes, the block table of any frame up to ~1 GiB.
+_STREAM_MIN = 512 << 10
+_HEAD_READ = 16 << 10
+_STREAMED = frozenset({CODEC_LZ4_BLOCKS, CODEC_ZSTD_BLOCKS, CODEC_BLOSC2})
 _WINDOW_OF_ZERO = (1 << 64) - 1  # window -1 (a frame stamped 0) in the uint64 window keys
 # an index row as a tuple: stream_id, flags, stream_index, timestamp_ns, offset, size, crc32c
 _Row = tuple[int, int, int, int, int, int, int]
@@ -298,7 +319,7 @@ class HyperframeReader:
                 self._name,
                 windows=False,
                 lazy_streams=True,
-                defer_aliasing=True,
+                defer_entries=True,
                 file_size=size,
             )
         except BaseException:
@@ -324,9 +345,11 @@ class HyperframeReader:
         self._quarantine: np.ndarray | None = None
         self._window_table: np.ndarray | None = None  # loaded on first use
         self._lock = threading.Lock()
-        # Overlapping payloads (aliasing) could make reading a file cost far more than its
-        # size; a single read cannot, so the check waits for the second read or a batch.
-        self._unaliased = False
+        # Open proved the stream order (the slices); each entry's payload range, time order
+        # and overlap (aliasing: one payload named many times could make reading a file
+        # cost far more than its size) wait for the second read or a batch: the first
+        # read checks its own entry, and a stream's timestamps are checked when first used.
+        self._proven = False
         self._free_reads = 1
 
     # --- file-level facts ------------------------------------------------
@@ -351,7 +374,9 @@ class HyperframeReader:
 
     @property
     def index(self) -> np.ndarray:
-        """The whole index (read-only structured array, INDEX_DTYPE)."""
+        """The whole index (read-only structured array, INDEX_DTYPE), every entry checked."""
+        if not self._proven:
+            self._prove()
         return self._s.index
 
     @property
@@ -395,6 +420,8 @@ class HyperframeReader:
         if ts is None:
             lo, hi = self._slices[sid]
             ts = np.ascontiguousarray(self._s.index["timestamp_ns"][lo:hi])
+            if not self._proven and (ts[1:] < ts[:-1]).any():
+                self._prove()  # out of time order: the full checks name the entry
             self._ts[sid] = ts
         return ts
 
@@ -429,8 +456,8 @@ class HyperframeReader:
         whatever uses it works on the whole file, so the index's aliasing is checked too."""
         table = self._window_table
         if table is None:
-            if not self._unaliased:
-                self._check_aliasing()
+            if not self._proven:
+                self._prove()
             with self._lock:
                 if self._window_table is None:
                     s = self._s
@@ -556,11 +583,13 @@ class HyperframeReader:
 
     def frame_at(self, i: int) -> Frame:
         """The frame of index entry ``i``."""
-        if not self._unaliased:
-            self._before_reading(1)
         row: _Row = self._s.index.item(i)  # ~3x faster than index[i].item()
+        if not self._proven:
+            self._before_reading(row)
         fd = self._fd
         if row[1] & _DECODE_MASK or type(fd) is not int:
+            if row[5] >= _STREAM_MIN and type(fd) is int and codec_of(row[1]) in _STREAMED:
+                return self._decode_streamed(i, row)
             return self._decode(i, row, self._pread(row))
         # stored raw, local file: the read buffer is the frame (one preadv, no helper calls)
         sid, flags, stream_index, ts, offset, size, crc = row
@@ -624,6 +653,8 @@ class HyperframeReader:
         each window's entries per stream in timestamp order. O(n log n) once,
         then O(log n) per window, whatever the number of streams.
         """
+        if not self._proven:
+            self._prove()
         with self._lock:
             if self._by_window is None:
                 ts = self._s.index["timestamp_ns"]
@@ -716,27 +747,30 @@ class HyperframeReader:
             raise KeyError(f"{self._name}: no stream with id {stream}; ids: {sorted(self.streams)}")
         return stream
 
-    def _before_reading(self, frames: int) -> None:
-        """Let the first single read through; check the index for aliasing before more."""
+    def _before_reading(self, row: _Row) -> None:
+        """Let the first single read through with its own entry (``row``) checked; prove
+        every entry before a second."""
         with self._lock:
-            if frames <= self._free_reads:
-                self._free_reads -= frames
-                return
-        self._check_aliasing()
+            if self._free_reads:
+                self._free_reads = 0
+                if not entry_problem(row, self._s.header):
+                    return
+        self._prove()
 
-    def _check_aliasing(self) -> None:
-        """Refuse an index whose payloads overlap (once per reader)."""
+    def _prove(self) -> None:
+        """Check what open left of every entry (range, time order, overlap), once per reader."""
         with self._lock:
-            if not self._unaliased:
-                check_no_aliasing(self._name, self._s.index, self._s.header)
-                self._unaliased = True
+            if not self._proven:
+                s = self._s
+                check_entries(self._name, s.index, s.header, s.meta)
+                self._proven = True
 
     def _read_entries(self, positions: np.ndarray) -> list[Frame]:
         """Decode the frames at index ``positions``, reading neighbouring payloads at once."""
         if not len(positions):
             return []
-        if not self._unaliased:
-            self._before_reading(len(positions))
+        if not self._proven:
+            self._prove()  # a batch: every entry checked first
         order = np.argsort(self._s.index["offset"][positions], kind="stable")
         rows: list[_Row] = self._s.index[positions[order]].tolist()
         out: list[Frame | None] = [None] * len(rows)
@@ -797,6 +831,44 @@ class HyperframeReader:
             )
         except CodecError as exc:
             raise CorruptFileError(self._name, f"frame {i}: {exc}", offset) from None
+        return _frame(stream, ts, stream_index, flags, data, self._name)
+
+    def _decode_streamed(self, i: int, row: _Row) -> Frame:
+        """A large blocked payload of a local file, read while it is decoded.
+
+        The block table comes with the first ``pread``; each run of blocks is
+        then read by the thread that decodes it, just before it does
+        (:func:`~hyperframes.codecs.decode_aligned`'s ``fill``), so the copy
+        out of the page cache is split across the threads too and each block
+        is decoded from the core's cache. The CRC is checked once every byte
+        is in. Anything wrong goes to :meth:`_decode` with the whole payload
+        read, which names it as it always has (a checksum error first).
+        """
+        sid, flags, stream_index, ts, offset, size, crc = row
+        fd: int = self._fd  # type: ignore[assignment]  # frame_at checked: a local file
+        buf = scratch(size)
+        head = min(size, _HEAD_READ)
+
+        def fill(lo: int, hi: int) -> None:
+            if not pread_fill(fd, buf, offset, lo, hi):
+                raise CodecError("the file ends inside the payload")
+
+        stream = self._infos.get(sid) or self.streams[sid]
+        try:
+            fill(0, head)
+            data = decode_aligned(
+                buf.data,
+                flags,
+                stream.itemsize,
+                self.max_frame_bytes,
+                threads=self.threads,
+                fill=fill,
+                present=head,
+            )
+        except CodecError:
+            return self._decode(i, row, self._pread(row))
+        if self.verify and crc32c(buf) != crc:
+            self._checksum_error(i, row, buf)
         return _frame(stream, ts, stream_index, flags, data, self._name)
 
     def _checksum_error(self, i: int, row: _Row, stored: np.ndarray) -> None:

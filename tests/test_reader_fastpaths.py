@@ -1,7 +1,8 @@
 """The reader's fast paths agree with the slow ones they stand in for.
 
 Open proves the index sound with a few whole-array operations
-(``_structure._index_sound``) and runs the full, error-naming checks only
+(``_structure._index_sound``; the reader proves the stream order on open and
+the rest before its second read) and runs the full, error-naming checks only
 when that proof fails; a raw frame of a local file is read with one
 ``preadv`` in ``frame_at``; frames and stream tables are built through the
 slot setters. Each must accept exactly what it stands in for accepts (or
@@ -13,10 +14,12 @@ from __future__ import annotations
 import dataclasses
 import os
 import random
+import struct
 from pathlib import Path
 
 import numpy as np
 import pytest
+from test_hostile import index_entry, reseal
 
 from hyperframes import ChecksumError, CorruptFileError, StreamInfo
 from hyperframes import _structure as structure
@@ -169,3 +172,94 @@ def test_stream_tables_decode_to_what_was_written_and_still_validate() -> None:
         StreamInfo.from_dict({"id": 70000, "name": "x"})
     with pytest.raises(ValueError, match="shape"):
         StreamInfo.from_dict({"id": 1, "name": "x", "dtype": "<f4", "shape": [0, 4]})
+
+
+# --- what open leaves to the reads (issue 19: open reads what the first lookup needs) ---
+
+
+def _damaged(path: Path, i: int, field: str, value: int) -> Path:
+    """``path`` with index entry ``i``'s ``field`` set to ``value``, every CRC resealed."""
+    raw = bytearray(path.read_bytes())
+    pos = index_entry(raw, i)["pos"]
+    at, fmt = {"timestamp_ns": (8, "<Q"), "offset": (16, "<Q"), "size": (24, "<I")}[field]
+    struct.pack_into(fmt, raw, pos + at, value)
+    reseal(raw)
+    out = path.with_name(f"damaged-{field}-{i}.hf")
+    out.write_bytes(bytes(raw))
+    return out
+
+
+def test_an_entry_outside_the_payloads_fails_its_own_first_read_and_any_second(
+    write_file,
+) -> None:
+    path, _ = write_file()
+    _, h, _, _ = _parts(path)
+    bad = _damaged(path, 3, "offset", h.index_offset + 64)  # past the payloads
+    good = 0
+    with HyperframeReader(bad) as r:  # open proves only the stream order
+        with pytest.raises(CorruptFileError, match="index entry 3") as exc:
+            r.frame_at(3)  # the one free read checks its own entry
+        assert str(bad) in str(exc.value)
+    with HyperframeReader(bad) as r:
+        r.frame_at(good)  # a sound entry may be read once...
+        with pytest.raises(CorruptFileError, match="index entry 3"):
+            r.frame_at(good)  # ...then every entry is checked
+    with HyperframeReader(bad) as r, pytest.raises(CorruptFileError, match="index entry 3"):
+        r.index  # noqa: B018 - the property checks every entry before handing the index out
+    with HyperframeReader(bad) as r, pytest.raises(CorruptFileError, match="index entry 3"):
+        r.get_window(0)
+
+
+def test_an_unaligned_entry_is_refused_by_its_own_first_read(write_file) -> None:
+    path, _ = write_file()
+    index, _, _, _ = _parts(path)
+    bad = _damaged(path, 2, "offset", int(index["offset"][2]) + 8)
+    with HyperframeReader(bad) as r, pytest.raises(CorruptFileError, match="unaligned"):
+        r.frame_at(2)
+
+
+def test_a_stream_out_of_time_order_fails_its_first_lookup_not_the_others(write_file) -> None:
+    path, _ = write_file()
+    index, _, ids, _ = _parts(path)
+    sid = int(index["stream_id"][0])
+    lo, hi = structure.stream_slices(index, ids)[sid]
+    assert hi - lo >= 3
+    bad = _damaged(path, lo + 1, "timestamp_ns", int(index["timestamp_ns"][hi - 1]) + 1)
+    other = next(s for s in ids if s != sid and structure.stream_slices(index, ids)[s][1] > 0)
+    with HyperframeReader(bad) as r:  # the damaged stream's first lookup: refused
+        with pytest.raises(CorruptFileError, match="not sorted") as exc:
+            r.read(sid, int(index["timestamp_ns"][lo]))
+        assert str(bad) in str(exc.value)
+    with HyperframeReader(bad) as r:  # another stream's first lookup is answered
+        t = int(r.timestamps(other)[0])
+        assert r.read(other, t).timestamp_ns == t
+
+
+def test_every_opened_file_with_damage_is_refused_before_a_second_read(write_file) -> None:
+    """Whatever the damage, no reader hands out two frames of a file the full checks refuse."""
+    path, _ = write_file()
+    index, h, _, meta = _parts(path)
+    rng = random.Random(7)
+    refused = 0
+    for k in range(40):
+        i = rng.randrange(len(index))
+        field = rng.choice(["timestamp_ns", "offset", "size"])
+        value = {
+            "timestamp_ns": int(index["timestamp_ns"][rng.randrange(len(index))]),
+            "offset": int(index["offset"][i]) + rng.choice([-64, 8, 64, 1 << 20]),
+            "size": int(index["size"][i]) + rng.choice([64, 1 << 20]),
+        }[field]
+        bad = _damaged(path, i, field, max(0, value))
+        damaged_index = _parts(bad)[0]
+        sound = _full_checks_pass(damaged_index, h, meta, allow_overlap=False)
+        try:
+            with HyperframeReader(bad) as r:
+                r.frame_at(rng.randrange(len(index)))
+                r.frame_at(rng.randrange(len(index)))
+        except (CorruptFileError, ChecksumError):
+            refused += 1
+            continue
+        finally:
+            bad.unlink()
+        assert sound, f"case {k}: two reads of a file the full checks refuse"
+    assert refused
