@@ -42,6 +42,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from hyperframes._crc import crc32c
 from hyperframes.codecs import (
     CODEC_NAMES,
     CODEC_NONE,
@@ -368,6 +369,11 @@ def section_read(
                     return buf
                 return decode_frame(buf, flags, isz, MAX_FRAME, threads=reader.threads)
 
+            def bare_crc(q: object) -> object:
+                buf = bare(q)
+                crc32c(buf)  # type: ignore[arg-type]  # bytes or an array: both are buffers
+                return buf
+
             def hf(q: object) -> object:
                 return reader.read(q[0], q[1])  # type: ignore[index]
 
@@ -379,7 +385,9 @@ def section_read(
                 assert bytes(hf(q).data) == bytes(bare(q)), "reader and bare read disagree"  # type: ignore[attr-defined]
             codecs = sorted({str(_codec_name(q[4])) for q in picks})
             size = statistics.median(q[3] for q in picks)
-            t = interleaved({"bare": bare, "hf": hf, "hf_nv": hf_nv}, picks, rounds)
+            t = interleaved(
+                {"bare": bare, "bare_crc": bare_crc, "hf": hf, "hf_nv": hf_nv}, picks, rounds
+            )
             # issue 19: a small frame (the call's own cost dominates) <= 2x, larger ones 1.3x
             limit = 2.0 if size <= 4096 else 1.3
             res.add(
@@ -397,6 +405,13 @@ def section_read(
                 us(t["hf_nv"]),
                 us(t["bare"]),
                 t["hf_nv"] / t["bare"],
+            )
+            res.add(
+                "1",
+                "  read() vs bare pread + CRC32C of the bytes read",
+                us(t["hf"]),
+                us(t["bare_crc"]),
+                t["hf"] / t["bare_crc"],
             )
     finally:
         os.close(fd)

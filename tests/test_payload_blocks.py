@@ -12,6 +12,7 @@ from __future__ import annotations
 import multiprocessing
 import struct
 import threading
+import time
 import tracemalloc
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -54,8 +55,10 @@ SMALL = MIN_BLOCK_SIZE  # a block size that splits test-sized frames
 
 @pytest.fixture(autouse=True)
 def split_even_when_busy(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The split paths are tested whatever the load of the box that runs the tests."""
+    """The split paths are tested whatever the load of the box that runs the tests, and
+    however short their tasks are next to a helper's start."""
     monkeypatch.setattr(_split._load, "check", lambda: False)
+    monkeypatch.setattr(_split._wake, "pays", lambda rest_ns: True)
 
 
 def sweep_bytes(points: int, seed: int = 0) -> bytes:
@@ -357,6 +360,54 @@ def test_a_busy_box_runs_every_task_on_the_calling_thread(monkeypatch) -> None:
     run_split(20, lambda i: where.append(threading.get_ident()), 4,
               first=lambda: where.append(threading.get_ident()))
     assert where == [threading.get_ident()] * 21
+
+
+def test_work_short_next_to_a_helpers_start_stays_on_the_calling_thread(monkeypatch) -> None:
+    monkeypatch.undo()  # the real rule, not the autouse fixture's
+    monkeypatch.setattr(_split._load, "check", lambda: False)
+    wake = _split._Wake()
+    monkeypatch.setattr(_split, "_wake", wake)
+    where: list[int] = []
+
+    def slow(i: int) -> None:
+        where.append(threading.get_ident())
+        time.sleep(0.002)  # 2 ms a task, GIL released
+
+    wake.ns = 1e9  # helpers take a second to start: never worth it
+    run_split(8, slow, 4, first=lambda: where.append(-1))
+    assert where == [threading.get_ident(), -1, *[threading.get_ident()] * 7]
+    assert wake.ns == 1e9  # no split, nothing learned
+    wake.ns = 0.0  # helpers start at once: split
+    where.clear()
+    run_split(8, slow, 4)
+    assert len(where) == 8 and len(set(where)) > 1
+    assert 0 < wake.ns < 1e9  # the start time of this split, learned
+
+
+def test_a_helpers_start_time_is_averaged() -> None:
+    wake = _split._Wake()
+    assert wake.pays(1) and wake.ns == 0  # unmeasured: split, and measure
+    for _ in range(40):
+        wake.observe(60_000)
+    assert abs(wake.ns - 60_000) < 100
+    assert not wake.pays(4 * 60_000 - 1000) and wake.pays(4 * 60_000 + 1000)
+    wake.observe(0)
+    assert 0 < wake.ns < 60_000  # one fast start moves it, one does not reset it
+
+
+def test_first_runs_and_wins_when_the_first_task_fails() -> None:
+    ran: list[str] = []
+
+    def task(i: int) -> None:
+        raise KeyError(i)
+
+    def first() -> None:
+        ran.append("first")
+        raise RuntimeError("first")
+
+    with pytest.raises(RuntimeError, match="first"):
+        run_split(10, task, 3, first)
+    assert ran == ["first"]
 
 
 def test_run_split_raises_first_error_before_task_errors() -> None:

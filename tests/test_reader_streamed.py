@@ -19,13 +19,28 @@ import pytest
 from test_hostile import index_entry, reseal
 
 import hyperframes.reader as reader_mod
-from hyperframes import ChecksumError, CorruptFileError, FileMetadata, SensorKind, StreamInfo
+from hyperframes import (
+    ChecksumError,
+    CorruptFileError,
+    FileMetadata,
+    SensorKind,
+    StreamInfo,
+    _split,
+)
 from hyperframes._io import scratch
 from hyperframes.codecs import CODEC_BLOSC2, CODEC_LZ4_BLOCKS, CODEC_ZSTD_BLOCKS, codec_of
 from hyperframes.reader import HyperframeReader
 from hyperframes.writer import HyperframeWriter
 
 from conftest import T0, WINDOW_NS
+
+
+@pytest.fixture(autouse=True)
+def split_even_when_busy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The threaded paths are taken whatever the load and the helpers' start time here."""
+    monkeypatch.setattr(_split._load, "check", lambda: False)
+    monkeypatch.setattr(_split._wake, "pays", lambda rest_ns: True)
+
 
 _CODECS = {"lz4": CODEC_LZ4_BLOCKS, "zstd": CODEC_ZSTD_BLOCKS, "blosc2-lz4": CODEC_BLOSC2}
 _POINTS = 120_000  # a 1.9 MB sweep: 8 blocks of 256 KiB
