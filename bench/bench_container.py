@@ -399,20 +399,11 @@ def section_read(
                 f"<= {limit:g}x",
                 t["hf"] / t["bare"] <= limit,
             )
-            res.add(
-                "1",
-                "  same, verify=False (no CRC32C check)",
-                us(t["hf_nv"]),
-                us(t["bare"]),
-                t["hf_nv"] / t["bare"],
-            )
-            res.add(
-                "1",
-                "  read() vs bare pread + CRC32C of the bytes read",
-                us(t["hf"]),
-                us(t["bare_crc"]),
-                t["hf"] / t["bare_crc"],
-            )
+            for what, ours, base in (
+                ("  same, verify=False (no CRC32C check)", "hf_nv", "bare"),
+                ("  read() vs bare pread + CRC32C of the bytes read", "hf", "bare_crc"),
+            ):
+                res.add("1", what, us(t[ours]), us(t[base]), t[ours] / t[base])
     finally:
         os.close(fd)
         reader.close()
