@@ -30,8 +30,6 @@ __all__ = [
     "pread_exact",
     "pread_into_aligned",
     "pread_scratch",
-    "pread_fill",
-    "scratch",
     "write_all",
     "file_size",
     "fsync_dir",
@@ -144,30 +142,12 @@ def pread_scratch(fd: Fd, size: int, offset: int) -> np.ndarray:
     overwritten by the next call in the same thread, so it must not be kept.
     A reused buffer costs no allocation and no page faults.
     """
-    return _pread_into(fd, scratch(size), offset)
-
-
-def scratch(size: int) -> np.ndarray:
-    """This thread's reused buffer of :func:`pread_scratch`, ``size`` bytes of it, unread
-    (a fresh array beyond 16 MiB)."""
     if size > _SCRATCH_MAX:
-        return aligned_empty(size)
+        return pread_into_aligned(fd, size, offset)
     buf: np.ndarray | None = getattr(_local, "scratch", None)
     if buf is None or buf.size < size:
         buf = _local.scratch = _aligned_alloc(max(size, 1 << 20), ALIGN)
-    return buf[:size]
-
-
-def pread_fill(fd: int, buf: np.ndarray, offset: int, lo: int, hi: int) -> bool:
-    """Read bytes ``[lo, hi)`` of ``buf`` from ``fd`` at ``offset + lo``; False if the file
-    ends first."""
-    view = buf.data
-    while lo < hi:
-        n = os.preadv(fd, [view[lo:hi]], offset + lo)
-        if n == 0:
-            return False
-        lo += n
-    return True
+    return _pread_into(fd, buf[:size], offset)
 
 
 def _pread_into(fd: Fd, buf: np.ndarray, offset: int) -> np.ndarray:

@@ -29,8 +29,6 @@ __all__ = [
     "MAX_BLOCK_SIZE",
     "BlockTable",
     "BlockTableError",
-    "TABLE_HEAD",
-    "table_size",
     "block_size_problem",
     "pack",
     "parse",
@@ -40,7 +38,6 @@ BLOCK_SIZE: Final = 256 << 10  # raw bytes per block; frames of two blocks or mo
 MIN_BLOCK_SIZE: Final = 4096  # smaller blocks would only add table and thread overhead
 MAX_BLOCK_SIZE: Final = (1 << 32) - 1  # a u32 of the table head
 _HEAD = struct.Struct("<II")
-TABLE_HEAD: Final = _HEAD.size  # raw size, block size (u32 each); a u32 per block follows
 
 
 def block_size_problem(block_size: int) -> str | None:
@@ -80,20 +77,6 @@ def pack(blocks: Sequence[BytesLike], raw_size: int, block_size: int) -> bytes:
     """The stored payload holding ``blocks`` (already compressed, in order)."""
     sizes = np.array([len(memoryview(b)) for b in blocks], dtype="<u4")
     return b"".join([_HEAD.pack(raw_size, block_size), sizes.tobytes(), *blocks])
-
-
-def table_size(head: BytesLike) -> int:
-    """Bytes the block table of a payload starting with ``head`` takes (its 8-byte head,
-    then a u32 per block); 8 when ``head`` is too short or holds no valid head
-    (:func:`parse` then says what is wrong)."""
-    if len(memoryview(head)) < _HEAD.size:
-        return _HEAD.size
-    raw_size: int
-    block_size: int
-    raw_size, block_size = _HEAD.unpack_from(head, 0)
-    if block_size < MIN_BLOCK_SIZE or raw_size == 0:
-        return _HEAD.size
-    return _HEAD.size + 4 * -(-raw_size // block_size)
 
 
 def parse(stored: BytesLike, max_ratio: int, slack: int) -> BlockTable:

@@ -15,19 +15,21 @@ waits for it (measured here at load 11 on 2 cores: a 1.9 MB lidar read took
 calling thread.
 
 Nor does it pay when the work is short next to the time a sleeping helper
-takes to start: ~60-70 us on the 2-vCPU VM this was measured on (an idle
-vCPU is woken through the host), a few us on bare metal. So the calling
-thread runs the first task itself, timed, and hands the rest to helpers only
-when the rest would take several of those start times; the start time is
-learned from the splits made (an average of the last few). On that VM a
-1.9 MB blosc2 lidar sweep (~220 us of decoding) read 10-25% slower on two
-threads than on one before this rule, and now reads on one.
+takes to start: 50-800 us (typically 60-120) on the 2-vCPU VM this was
+measured on (an idle vCPU is woken through the host), a few us on bare
+metal. So the calling thread runs the first task itself, timed, and hands
+the rest to helpers only when the rest would take more than 4 of those
+start times; the start time is learned from the splits made (a running
+average that also fades when no split measures it). On that VM a 1.9 MB
+blosc2 lidar sweep (~220 us of decoding) read 12-32% slower on two threads
+than on one in most runs before this rule.
 """
 
 from __future__ import annotations
 
 import functools
 import itertools
+import math
 import os
 import threading
 import time
@@ -40,6 +42,7 @@ _MAX_DEFAULT = 4
 _LOAD_EVERY = 0.5  # seconds between load-average reads
 _PAYS = 4  # helpers are woken when the rest of the work takes this many helper start times
 _LEARN = 0.25  # weight of the newest start time in the average
+_FORGET_NS = 2_000_000_000  # the average halves every 2 s without a split to measure
 
 
 def box_is_busy(load: float, cpus: int) -> bool:
@@ -73,19 +76,29 @@ class _Wake:
 
     Starts at 0 (the first split is always made: it measures); a split whose
     helpers never started before the work was done counts the whole wait.
+    Only splits measure, so the average also halves every 2 s without one: a
+    slow phase (a burst of load) stops splits for a while, not for good.
     Updates race harmlessly (floats, last writer wins).
     """
 
     def __init__(self) -> None:
         self.ns = 0.0
+        self.at = 0  # time.monotonic_ns() of the last measure
+
+    def now_ns(self) -> float:
+        """The average as of now (halved for every 2 s since the last measure)."""
+        halvings: float = (time.monotonic_ns() - self.at) / _FORGET_NS
+        return self.ns * math.pow(0.5, halvings)
 
     def pays(self, rest_ns: float) -> bool:
         """Whether work that takes ``rest_ns`` on one thread is worth waking helpers for."""
-        return rest_ns > _PAYS * self.ns
+        return rest_ns > _PAYS * self.now_ns()
 
     def observe(self, ns: float) -> None:
         """One split's helper start time."""
-        self.ns += (ns - self.ns) * _LEARN
+        current = self.now_ns()
+        self.ns = current + (ns - current) * _LEARN
+        self.at = time.monotonic_ns()
 
 
 _wake = _Wake()

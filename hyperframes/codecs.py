@@ -495,8 +495,6 @@ def decode_aligned(
     *,
     threads: int = 1,
     first: Callable[[], None] | None = None,
-    fill: Callable[[int, int], None] | None = None,
-    present: int = 0,
 ) -> np.ndarray:
     """Like :func:`decode_frame`, always into a fresh 64-byte-aligned uint8 array.
 
@@ -507,14 +505,6 @@ def decode_aligned(
     ``stored``) runs on the calling thread meanwhile; an exception from
     ``first`` wins over a decode error. Without threads ``first`` runs before
     the decode.
-
-    ``fill``: only the first ``present`` bytes of ``stored`` are there yet;
-    ``fill(lo, hi)`` must make bytes ``[lo, hi)`` of it present (say, read them
-    from the file). A blocked payload's table is filled first, then each run
-    of blocks just before it is decoded, on the thread that decodes it: the
-    reading is split across the threads too, and each block is decoded while
-    its bytes are still in the core's cache. Other codecs fill everything
-    first. When this returns, every byte of ``stored`` was filled.
     """
     codec = codec_of(flags)
     shuffled = bool(flags & FrameFlags.SHUFFLED)
@@ -527,13 +517,6 @@ def decode_aligned(
             first()
         raise CodecError("blosc2 payload flagged SHUFFLED (its shuffle is inside its chunks)")
     src = memoryview(stored).cast("B")
-    if fill is not None:
-        fill = _filler(fill, present, src.nbytes)
-        if codec in _BLOCK_CODECS:
-            fill(0, blocks.TABLE_HEAD)
-            fill(0, blocks.table_size(src))
-        else:
-            fill(0, src.nbytes)
     table: blocks.BlockTable | None = None
     try:
         if codec in _BLOCK_CODECS:
@@ -549,7 +532,7 @@ def decode_aligned(
     target = _scratch(raw_size) if shuffled else aligned_empty(raw_size)
     threads = threads if raw_size >= BLOCK_SIZE else 1
     if table is not None and base == CODEC_LZ4 and _lz4_into is not None and _lz4_fits(src, table):
-        _lz4_blocks_into(src, table, target, threads, first, CODEC_NAMES[codec], fill)
+        _lz4_blocks_into(src, table, target, threads, first, CODEC_NAMES[codec])
         return unshuffle(target, itemsize, threads) if shuffled else target
 
     def task(i: int) -> None:
@@ -557,10 +540,7 @@ def decode_aligned(
             _decode_into(src, base, target, whole=True)
             return
         lo, hi = table.raw_range(i)
-        a, b = int(table.offsets[i]), int(table.offsets[i + 1])
-        if fill is not None:
-            fill(a, b)
-        part = src[a:b]
+        part = src[int(table.offsets[i]) : int(table.offsets[i + 1])]
         try:
             _decode_into(part, base, target[lo:hi], whole=False)
         except CodecError as exc:
@@ -568,20 +548,6 @@ def decode_aligned(
 
     run_split(count, task, threads, first)
     return unshuffle(target, itemsize, threads) if shuffled else target
-
-
-def _filler(
-    fill: Callable[[int, int], None], present: int, total: int
-) -> Callable[[int, int], None]:
-    """``fill`` for the bytes of ``[lo, hi)`` not present yet (the first ``present``)."""
-    present = min(max(present, 0), total)
-
-    def need(lo: int, hi: int) -> None:
-        hi = min(hi, total)
-        if hi > present:
-            fill(max(lo, present), hi)
-
-    return need
 
 
 def _lz4_fits(src: memoryview, table: blocks.BlockTable) -> bool:
@@ -596,7 +562,6 @@ def _lz4_blocks_into(
     threads: int,
     first: Callable[[], None] | None,
     name: str,
-    fill: Callable[[int, int], None] | None = None,
 ) -> None:
     """Decode every LZ4 block of ``src`` (its table checked) into ``out``, no object per block.
 
@@ -615,8 +580,6 @@ def _lz4_blocks_into(
     per = count if threads <= 1 else -(-count // (4 * threads))
 
     def run(j: int) -> None:
-        if fill is not None:
-            fill(offs[j * per], offs[min((j + 1) * per, count)])
         for i in range(j * per, min((j + 1) * per, count)):
             lo = i * bs
             size = min(bs, raw - lo)

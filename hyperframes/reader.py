@@ -21,14 +21,7 @@ import numpy as np
 
 from hyperframes import search
 from hyperframes._crc import crc32c
-from hyperframes._io import (
-    Fd,
-    aligned_empty,
-    pread_fill,
-    pread_into_aligned,
-    pread_scratch,
-    scratch,
-)
+from hyperframes._io import Fd, aligned_empty, pread_into_aligned, pread_scratch
 from hyperframes._meta import StreamTable, stream_ids
 from hyperframes._split import default_threads
 from hyperframes._structure import (
@@ -40,14 +33,7 @@ from hyperframes._structure import (
     load_structure,
     load_windows,
 )
-from hyperframes.codecs import (
-    CODEC_BLOSC2,
-    CODEC_LZ4_BLOCKS,
-    CODEC_ZSTD_BLOCKS,
-    CodecError,
-    codec_of,
-    decode_aligned,
-)
+from hyperframes.codecs import CodecError, decode_aligned
 from hyperframes.errors import ChecksumError, CorruptFileError, FrameNotFoundError
 from hyperframes.layout import CODEC_MASK, FrameFlags, Header
 from hyperframes.objstore import RemoteFile, is_url
@@ -59,12 +45,6 @@ __all__ = ["HyperframeReader", "Frame", "Hyperframe", "Mode"]
 Mode = Literal["nearest", "before", "after"]
 _COALESCE_GAP = 64 << 10  # read across holes up to this size rather than issue another pread
 _DECODE_MASK = CODEC_MASK | int(FrameFlags.SHUFFLED)  # plain ints: enum ops cost ~1 us each
-# A blocked payload of at least this many stored bytes is read run of blocks by run of
-# blocks, each by the thread that decodes it (_decode_streamed); the first read takes
-# _HEAD_READ bytes, the block table of any frame up to ~1 GiB.
-_STREAM_MIN = 512 << 10
-_HEAD_READ = 16 << 10
-_STREAMED = frozenset({CODEC_LZ4_BLOCKS, CODEC_ZSTD_BLOCKS, CODEC_BLOSC2})
 _WINDOW_OF_ZERO = (1 << 64) - 1  # window -1 (a frame stamped 0) in the uint64 window keys
 # an index row as a tuple: stream_id, flags, stream_index, timestamp_ns, offset, size, crc32c
 _Row = tuple[int, int, int, int, int, int, int]
@@ -588,8 +568,6 @@ class HyperframeReader:
             self._before_reading(row)
         fd = self._fd
         if row[1] & _DECODE_MASK or type(fd) is not int:
-            if row[5] >= _STREAM_MIN and type(fd) is int and codec_of(row[1]) in _STREAMED:
-                return self._decode_streamed(i, row)
             return self._decode(i, row, self._pread(row))
         # stored raw, local file: the read buffer is the frame (one preadv, no helper calls)
         sid, flags, stream_index, ts, offset, size, crc = row
@@ -831,44 +809,6 @@ class HyperframeReader:
             )
         except CodecError as exc:
             raise CorruptFileError(self._name, f"frame {i}: {exc}", offset) from None
-        return _frame(stream, ts, stream_index, flags, data, self._name)
-
-    def _decode_streamed(self, i: int, row: _Row) -> Frame:
-        """A large blocked payload of a local file, read while it is decoded.
-
-        The block table comes with the first ``pread``; each run of blocks is
-        then read by the thread that decodes it, just before it does
-        (:func:`~hyperframes.codecs.decode_aligned`'s ``fill``), so the copy
-        out of the page cache is split across the threads too and each block
-        is decoded from the core's cache. The CRC is checked once every byte
-        is in. Anything wrong goes to :meth:`_decode` with the whole payload
-        read, which names it as it always has (a checksum error first).
-        """
-        sid, flags, stream_index, ts, offset, size, crc = row
-        fd: int = self._fd  # type: ignore[assignment]  # frame_at checked: a local file
-        buf = scratch(size)
-        head = min(size, _HEAD_READ)
-
-        def fill(lo: int, hi: int) -> None:
-            if not pread_fill(fd, buf, offset, lo, hi):
-                raise CodecError("the file ends inside the payload")
-
-        stream = self._infos.get(sid) or self.streams[sid]
-        try:
-            fill(0, head)
-            data = decode_aligned(
-                buf.data,
-                flags,
-                stream.itemsize,
-                self.max_frame_bytes,
-                threads=self.threads,
-                fill=fill,
-                present=head,
-            )
-        except CodecError:
-            return self._decode(i, row, self._pread(row))
-        if self.verify and crc32c(buf) != crc:
-            self._checksum_error(i, row, buf)
         return _frame(stream, ts, stream_index, flags, data, self._name)
 
     def _checksum_error(self, i: int, row: _Row, stored: np.ndarray) -> None:

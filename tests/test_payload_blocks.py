@@ -373,7 +373,7 @@ def test_work_short_next_to_a_helpers_start_stays_on_the_calling_thread(monkeypa
         where.append(threading.get_ident())
         time.sleep(0.002)  # 2 ms a task, GIL released
 
-    wake.ns = 1e9  # helpers take a second to start: never worth it
+    wake.ns, wake.at = 1e9, time.monotonic_ns()  # helpers take a second to start: no split
     run_split(8, slow, 4, first=lambda: where.append(-1))
     assert where == [threading.get_ident(), -1, *[threading.get_ident()] * 7]
     assert wake.ns == 1e9  # no split, nothing learned
@@ -384,15 +384,19 @@ def test_work_short_next_to_a_helpers_start_stays_on_the_calling_thread(monkeypa
     assert 0 < wake.ns < 1e9  # the start time of this split, learned
 
 
-def test_a_helpers_start_time_is_averaged() -> None:
+def test_a_helpers_start_time_is_averaged_and_forgotten() -> None:
     wake = _split._Wake()
     assert wake.pays(1) and wake.ns == 0  # unmeasured: split, and measure
     for _ in range(40):
         wake.observe(60_000)
-    assert abs(wake.ns - 60_000) < 100
+    assert abs(wake.now_ns() - 60_000) < 100
     assert not wake.pays(4 * 60_000 - 1000) and wake.pays(4 * 60_000 + 1000)
     wake.observe(0)
-    assert 0 < wake.ns < 60_000  # one fast start moves it, one does not reset it
+    assert 0 < wake.now_ns() < 60_000  # one fast start moves it, one does not reset it
+    wake.observe(10**9)  # a second-long start (a burst of load): no split for now...
+    assert not wake.pays(10**8)
+    wake.at -= 20 * _split._FORGET_NS  # ...and 40 s later, splits measure again
+    assert wake.pays(10**8) and wake.now_ns() < 1000
 
 
 def test_first_runs_and_wins_when_the_first_task_fails() -> None:
