@@ -593,6 +593,13 @@ class Drive:
         except HyperframesError as exc:
             self._mark_bad(i, exc)
             return None
+        try:
+            r.index  # noqa: B018 - every entry checked now (a reader leaves that to its 2nd read),
+            # so a damaged index marks the segment damaged here, not a later read's error
+        except HyperframesError as exc:
+            r.close()
+            self._mark_bad(i, exc)
+            return None
         with self._lock:
             self._readers[i] = r
             while len(self._readers) > self.max_open:

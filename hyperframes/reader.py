@@ -247,11 +247,16 @@ class HyperframeReader:
     """Reads a finalized hyperframe file.
 
     Opening reads the header, index and metadata once (a few ms for a
-    million frames) and validates them, each stream's entry of the stream
-    table on the first use of that stream; the window table is read and
-    checked on first use (time lookups never need it), payloads on demand
-    with ``pread``. With ``verify=True`` (the default) every payload read is
-    checked against its CRC32C.
+    million frames) and checks what every lookup relies on: the checksums,
+    the stream ids and names, the index sorted by stream. The rest is checked
+    where it is first needed: each stream's entry of the stream table on the
+    first use of that stream, a stream's time order when its timestamps are
+    first used, every index entry (payload range, time order, no aliasing)
+    before a second frame is read, a batch or the whole index (the one frame
+    read before checks its own entry), the window table on first use (time
+    lookups never need it). Payloads are read on demand with ``pread``. With
+    ``verify=True`` (the default) every payload read is checked against its
+    CRC32C.
 
     ``threads`` bounds the threads that decode one large frame read alone
     (:meth:`read`, :meth:`frame_at`): its blocks, and its CRC check

@@ -19,6 +19,7 @@ from drive_files import (
 )
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_hostile import index_entry, reseal
 
 from hyperframes import FileMetadata, FrameFlags, SensorKind, StreamInfo
 from hyperframes.drive import find_drives, open_drive
@@ -143,6 +144,23 @@ def test_damaged_segments_are_named_and_skipped(tmp_path: Path) -> None:
         drive.read("imu", T0 + 1_500_000_000)  # segs[1] is opened, fails, is skipped
         assert [d.path for d in drive.damaged] == [segs[0], segs[1]]
         assert "index" in drive.damaged[1].what
+
+
+def test_a_segment_with_an_entry_outside_its_payloads_is_skipped(tmp_path: Path) -> None:
+    """Checksums intact, one index entry pointing past the payloads: a reader leaves that to
+    its second read, a drive checks every entry when it opens the segment."""
+    segs = write_segments(tmp_path, make_run(30, np.random.default_rng(7)), [10, 20])
+    raw = bytearray(segs[1].read_bytes())
+    with HyperframeReader(segs[1]) as r:
+        beyond = r.header.index_offset + 64
+    pos = index_entry(raw, 3)["pos"]
+    raw[pos + 16 : pos + 24] = beyond.to_bytes(8, "little")
+    reseal(raw)
+    segs[1].write_bytes(bytes(raw))
+    with open_drive(tmp_path) as drive:
+        drive.read("imu", T0 + 1_500_000_000)  # segs[1] is opened, fails, is skipped
+        assert [d.path for d in drive.damaged] == [segs[1]]
+        assert "index entry 3" in drive.damaged[0].what
 
 
 def test_two_vehicles_never_mixed_and_tmp_reported(tmp_path: Path) -> None:
