@@ -286,6 +286,8 @@ def test_deeply_nested_metadata_is_refused(edit, capsys, depth: int) -> None:
         ("created_ns", "9" * 4000),
         ("segment_seq", "-Infinity"),
         ("level", "9" * 30),
+        ("extra", '{"serial":' + "9" * 25 + "}"),  # read as a float by a fast JSON parser
+        ("extra", '{"serial":-' + "1" * 21 + "}"),
     ],
 )
 def test_non_finite_and_huge_numbers_are_refused(edit, capsys, field: str, token: str) -> None:

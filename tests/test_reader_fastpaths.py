@@ -23,7 +23,7 @@ from test_hostile import index_entry, reseal
 
 from hyperframes import ChecksumError, CorruptFileError, StreamInfo
 from hyperframes import _structure as structure
-from hyperframes._meta import Meta, decode_meta, encode_meta
+from hyperframes._meta import Meta, _parse, decode_meta, encode_meta
 from hyperframes.layout import HEADER_SIZE, INDEX_DTYPE, Header
 from hyperframes.reader import _DECODE_MASK, Frame, HyperframeReader, _frame
 from hyperframes.streams import FileMetadata
@@ -263,3 +263,14 @@ def test_every_opened_file_with_damage_is_refused_before_a_second_read(write_fil
             bad.unlink()
         assert sound, f"case {k}: two reads of a file the full checks refuse"
     assert refused
+
+
+def test_metadata_json_keeps_integers_wider_than_64_bits_for_the_checks() -> None:
+    assert _parse(b'{"t":1735689600000000000,"x":1.5}') == {"t": 1735689600000000000, "x": 1.5}
+    wide = _parse(b'{"n":' + b"9" * 25 + b"}")["n"]
+    assert type(wide) is int and wide == int("9" * 25)  # not 1e25: extra's check refuses it
+    assert _parse(b'{"n":18446744073709551615}')["n"] == (1 << 64) - 1
+    assert _parse(b'{"s":"' + b"7" * 30 + b'"}') == {"s": "7" * 30}  # digits in a string
+    for bad in (b'{"n":NaN}', b'{"n":1e400}', b'{"n":' + b"1" * 20 + b",}", b"\xff"):
+        with pytest.raises(ValueError):
+            _parse(bad)
