@@ -15,6 +15,7 @@ from hyperframes.streams import StreamInfo
 from hyperframes.windows import window_of
 
 __all__ = [
+    "span_problem",
     "range_problem",
     "overlap",
     "window_id_problem",
@@ -23,6 +24,12 @@ __all__ = [
 ]
 
 _U64_MAX = (1 << 64) - 1
+
+
+def span_problem(offset: int, size: int, lo: int, hi: int) -> bool:
+    """Whether the one payload ``[offset, offset + size)`` is not inside ``[lo, hi)`` or not
+    64-byte aligned (:func:`range_problem` for a single span of Python ints)."""
+    return bool(offset % ALIGN) or offset < lo or size < 0 or offset + size > hi
 
 
 def range_problem(offsets: np.ndarray, sizes: np.ndarray, lo: int, hi: int) -> int | None:

@@ -13,7 +13,7 @@ from typing import Final
 
 import numpy as np
 
-from hyperframes._checks import overlap, range_problem
+from hyperframes._checks import overlap, range_problem, span_problem
 from hyperframes._crc import crc32c
 from hyperframes._io import Fd, pread_exact
 from hyperframes._io import file_size as _file_size
@@ -45,7 +45,6 @@ __all__ = [
     "read_meta",
     "load_structure",
     "check_entries",
-    "entry_problem",
     "load_aux",
     "load_quarantine",
     "stream_slices",
@@ -89,7 +88,7 @@ def read_header(fd: Fd, path: str, file_size: int) -> Header:
 
 
 def _region(path: str, what: str, offset: int, size: int, lo: int, hi: int) -> None:
-    if offset % ALIGN or offset < lo or size < 0 or offset + size > hi:
+    if span_problem(offset, size, lo, hi):
         raise CorruptFileError(
             path,
             f"{what} [{offset}, {offset + size}) lies outside [{lo}, {hi}) or is unaligned",
@@ -171,8 +170,9 @@ def load_structure(
     (the stream column sorted, every entry naming a known stream); the rest
     of each entry (payload range and alignment, time order, no overlap) is
     the caller's: :func:`check_entries` before a second frame, and
-    :func:`entry_problem` / a stream's own time order for the one read
-    before it. ``file_size``: the caller's ``fstat`` of ``fd``, when it has one.
+    :func:`~hyperframes._checks.span_problem` of its entry / a stream's own
+    time order for the one read before it. ``file_size``: the caller's
+    ``fstat`` of ``fd``, when it has one.
     """
     if file_size is None:
         file_size = _file_size(fd)
@@ -203,18 +203,15 @@ def load_structure(
     if meta.window_ns != h.window_ns:
         raise CorruptFileError(path, "header and metadata disagree on window length", 52)
     ids = sorted(stream_ids(meta.streams))
-    if defer_entries:
+    if defer_entries:  # only what the slices rely on: stream order, known streams
         slices = _stream_order(index, ids)
-        if slices is None:  # unsorted or an unknown stream: the full checks name it
-            _check_index(path, index, h, meta)
-            slices = stream_slices(index, ids)
     else:
         slices = _index_sound(index, h, ids, allow_overlap)
-        if slices is None:  # something failed the fast proof: the full checks name it
-            _check_index(path, index, h, meta)
-            if not allow_overlap:
-                _check_aliasing(path, index, h)
-            slices = stream_slices(index, ids)
+    if slices is None:  # something failed the fast proof: the full checks name it
+        _check_index(path, index, h, meta)
+        if not (allow_overlap or defer_entries):
+            _check_aliasing(path, index, h)
+        slices = stream_slices(index, ids)
     table = load_windows(fd, path, h, file_size) if windows else np.zeros(0, WINDOW_DTYPE)
     return Structure(h, meta, index, table, file_size, slices)
 
@@ -287,14 +284,6 @@ def _entries_sound(index: np.ndarray, h: Header, allow_overlap: bool) -> bool:
         if any(sid[k] == sid[k + 1] for k in back):
             return False
     return allow_overlap or _no_overlap(index)
-
-
-def entry_problem(row: tuple[int, ...], h: Header) -> bool:
-    """Whether one index row (``INDEX_DTYPE.item()``) points outside the payload region
-    or off the alignment: the check of the one read a reader makes before
-    :func:`check_entries`."""
-    offset, size = row[4], row[5]
-    return bool(offset & (ALIGN - 1)) or offset < h.data_offset or offset + size > h.index_offset
 
 
 def _no_overlap(index: np.ndarray) -> bool:

@@ -20,6 +20,7 @@ from typing import Literal, Self
 import numpy as np
 
 from hyperframes import search
+from hyperframes._checks import span_problem
 from hyperframes._crc import crc32c
 from hyperframes._io import Fd, aligned_empty, pread_into_aligned, pread_scratch
 from hyperframes._meta import StreamTable, stream_ids
@@ -27,7 +28,6 @@ from hyperframes._split import default_threads
 from hyperframes._structure import (
     Structure,
     check_entries,
-    entry_problem,
     load_aux,
     load_quarantine,
     load_structure,
@@ -335,7 +335,7 @@ class HyperframeReader:
         # cost far more than its size) wait for the second read or a batch: the first
         # read checks its own entry, and a stream's timestamps are checked when first used.
         self._proven = False
-        self._free_reads = 1
+        self._free_read = True
 
     # --- file-level facts ------------------------------------------------
 
@@ -734,9 +734,10 @@ class HyperframeReader:
         """Let the first single read through with its own entry (``row``) checked; prove
         every entry before a second."""
         with self._lock:
-            if self._free_reads:
-                self._free_reads = 0
-                if not entry_problem(row, self._s.header):
+            if self._free_read:
+                self._free_read = False
+                h = self._s.header
+                if not span_problem(row[4], row[5], h.data_offset, h.index_offset):
                     return
         self._prove()
 
