@@ -410,9 +410,10 @@ async def bench_variant(args: argparse.Namespace, variant: str) -> None:
         warm_payloads(config_path)
 
         # full speed, bare loop and recorder alternated (a slow phase of a noisy box
-        # hits both); medians of --repeats. One untimed pair first: the first full-speed
-        # run after the broker starts is slow whichever loop it feeds (bare loop 61-85
-        # MB/s against ~260 in four benches), which would pull the bare median down.
+        # hits both); medians of --repeats. One untimed pair first: over MQTT the first
+        # full-speed run after the broker starts was slow whichever loop it fed (bare loop
+        # 61-85 MB/s against ~260 in four benches), which pulled the bare median down;
+        # every transport gets the pair, so all are measured the same way.
         await run_bare_once(config_path, args.seconds, variant, workdir, mqtt_port)
         await run_recorder_once(config_path, args.seconds, math.inf, workdir)
         bare_rates, rec_rates, rec_ingest, rec_missing = [], [], [], []
