@@ -575,7 +575,7 @@ def _lz4_blocks_into(
     decode = _lz4_into
     src_addr = np.frombuffer(src, dtype=np.uint8).ctypes.data
     out_addr = out.ctypes.data
-    offs: list[int] = table.offsets.tolist()
+    offs = table.offsets
     bs, raw, count = table.block_size, table.raw_size, table.count
     per = count if threads <= 1 else -(-count // (4 * threads))
 

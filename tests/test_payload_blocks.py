@@ -399,6 +399,36 @@ def test_a_helpers_start_time_is_averaged_and_forgotten() -> None:
     assert wake.pays(10**8) and wake.now_ns() < 1000
 
 
+def test_a_helper_that_starts_after_the_caller_finished_runs_nothing() -> None:
+    """The caller does not wait for a helper that never started, and such a late helper
+    must find the split closed: no task may run after run_split returned."""
+    jobs = _split._pool.get(1)
+    release = threading.Event()
+    busy = threading.Event()
+
+    def hold() -> None:  # keeps every helper of the pool busy until released
+        busy.set()
+        release.wait(10)
+
+    for _ in range(_split._pool.size):
+        jobs.put(hold)
+    assert busy.wait(5)
+    ran: list[tuple[int, bool]] = []
+    returned = False
+
+    def task(i: int) -> None:
+        ran.append((i, returned))
+
+    run_split(8, task, 2)
+    returned = True
+    release.set()
+    time.sleep(0.05)  # the late job has run by now (it returns at once)
+    assert sorted(i for i, _ in ran) == list(range(8))
+    assert not any(after for _, after in ran)
+    run_split(8, task, 2)  # and the pool still serves the next split
+    assert len(ran) == 16
+
+
 def test_first_runs_and_wins_when_the_first_task_fails() -> None:
     ran: list[str] = []
 
