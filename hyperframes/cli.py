@@ -10,6 +10,7 @@ codes of docs/CLI.md, quiet exit on a closed pipe.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import logging
 import os
@@ -312,5 +313,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     return run_handler(handler, args, verbose=args.verbose)
 
 
+def console() -> None:
+    """The ``hyperframes`` console script (and ``python -m hyperframes.cli``): :func:`main`,
+    then an exit without the interpreter's last garbage collections.
+
+    Those traverse every object of every module imported; blosc2 alone
+    imports ~440 (httpx, rich, pygments, ...), and a recorder that loaded it
+    took ~140-180 ms from its "stopped" line to its exit, against ~13 ms with
+    the heap frozen first. Every command has finished its work, closed its
+    files and flushed its output by then; logging and the other exit
+    handlers still run, and only objects kept alive by reference cycles are
+    left for the operating system to reclaim.
+    """
+    code = main()
+    gc.freeze()
+    sys.exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    console()

@@ -39,6 +39,25 @@ def test_synth_info_verify(tmp_path: Path) -> None:
     assert abs(mb - stored) <= 0.05  # every payload byte checked, and said so
 
 
+def test_the_console_script_exits_with_the_commands_code_and_a_frozen_heap(
+        tmp_path: Path) -> None:
+    """``console`` (the installed script and ``python -m``) exits with main's code after
+    freezing the heap, so the interpreter skips its last collections; exit handlers and
+    buffered output still run (the handler below prints after main returned)."""
+    probe = ("import atexit, gc, sys\n"
+             "from hyperframes import cli\n"
+             "atexit.register(lambda: print('frozen', gc.get_freeze_count() > 0))\n"
+             "sys.argv = ['hyperframes', *sys.argv[1:]]\n"
+             "cli.console()\n")
+    out = tmp_path / "c.hf"
+    r = subprocess.run([sys.executable, "-c", probe, "synth", str(out), "--seconds", "1", "-q"],
+                       capture_output=True, text=True, timeout=120, check=False)
+    assert r.returncode == 0 and out.exists() and r.stdout.endswith("frozen True\n"), r.stderr
+    r = subprocess.run([sys.executable, "-c", probe, "synth", str(out), "--seconds", "1", "-q"],
+                       capture_output=True, text=True, timeout=120, check=False)
+    assert r.returncode == 2 and "frozen True" in r.stdout  # the file exists: main's code
+
+
 def test_synth_is_deterministic(tmp_path: Path) -> None:
     assert main(["synth", str(tmp_path / "a.hf"), "--seconds", "1", "-q"]) == 0
     assert main(["synth", str(tmp_path / "b.hf"), "--seconds", "1", "-q"]) == 0
