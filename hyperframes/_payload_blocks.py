@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Sequence
-from itertools import accumulate
 from dataclasses import dataclass
+from itertools import accumulate
 from typing import Final
 
 import numpy as np
