@@ -215,7 +215,7 @@ def run_split(
     errors: list[BaseException] = []
     started: list[int] = []
     gate = threading.Lock()  # a helper starts only while the split is open
-    joined: list[bool] = []  # set (under the gate) once the caller stops waiting for newcomers
+    joined = False  # set (under the gate) once the caller stops waiting for newcomers
     finished: queue.SimpleQueue[None] = queue.SimpleQueue()
 
     def work() -> None:
@@ -252,7 +252,7 @@ def run_split(
     work()
     done = clock()
     with gate:
-        joined.append(True)
+        joined = True
         running = len(started)
     for _ in range(running):  # a helper that started may still be in a task
         finished.get()

@@ -540,7 +540,7 @@ def decode_aligned(
             _decode_into(src, base, target, whole=True)
             return
         lo, hi = table.raw_range(i)
-        part = src[int(table.offsets[i]) : int(table.offsets[i + 1])]
+        part = src[table.offsets[i] : table.offsets[i + 1]]
         try:
             _decode_into(part, base, target[lo:hi], whole=False)
         except CodecError as exc:
