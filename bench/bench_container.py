@@ -37,12 +37,16 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
+from typing import TypeVar
 
-from hyperframes._crc import crc32c
+import numpy as np
+
+from hyperframes._crc import BytesLike, crc32c
 from hyperframes.codecs import (
     CODEC_NAMES,
     CODEC_NONE,
@@ -52,13 +56,13 @@ from hyperframes.codecs import (
     encode_frame,
 )
 from hyperframes.layout import FrameFlags
-from hyperframes.reader import HyperframeReader
+from hyperframes.reader import Frame, Hyperframe, HyperframeReader
 from hyperframes.streams import FileMetadata, SensorKind, StreamInfo
 from hyperframes.synth import BASE_NS, Profile, SynthFrame, profile, synth_frames
 from hyperframes.writer import HyperframeWriter, default_codec
 
 try:
-    from mcap.reader import make_reader
+    from mcap.reader import McapReader, make_reader
     from mcap.writer import CompressionType
     from mcap.writer import Writer as McapWriter
 except ImportError:  # pragma: no cover - the bench says so and skips section 4
@@ -66,6 +70,11 @@ except ImportError:  # pragma: no cover - the bench says so and skips section 4
 
 MB = 1e6
 MAX_FRAME = 1 << 30
+
+Q = TypeVar("Q")  # what one timed call of a variant gets
+Lookup = tuple[int, int]  # (stream id, timestamp ns)
+# (stream id, timestamp ns, offset, size, flags, itemsize)
+Pick = tuple[int, int, int, int, int, int]
 
 
 # --- results table ------------------------------------------------------------
@@ -142,10 +151,10 @@ def mbps(v: float) -> str:
 
 
 def interleaved(
-    variants: dict[str, Callable[[object], object]],
-    args: Sequence[object],
+    variants: Mapping[str, Callable[[Q], object]],
+    args: Sequence[Q],
     rounds: int,
-    before_each: Callable[[object], None] | None = None,
+    before_each: Callable[[Q], object] | None = None,
     per_round: dict[str, list[float]] | None = None,
 ) -> dict[str, float]:
     """Median ns per call of each variant; rounds alternate between variants.
@@ -273,7 +282,7 @@ def write_mcap(path: Path, prof: Profile, frames: Sequence[SynthFrame], compress
                 publish_time=fr.timestamp_ns,
                 sequence=fr.stream_index,
             )
-        w.finish()
+        w.finish()  # type: ignore[no-untyped-call]  # mcap's Writer.finish has no annotations
         f.flush()
         os.fsync(f.fileno())  # HyperframeWriter.finalize fsyncs too
 
@@ -345,7 +354,7 @@ def section_read(
         for label, streams in by_kind(prof).items():
             if not streams:
                 continue
-            picks = []
+            picks: list[Pick] = []
             for _ in range(queries):
                 s = rng.choice(streams)
                 lo, hi = reader.stream_slice(s.id)
@@ -362,27 +371,27 @@ def section_read(
                     )
                 )
 
-            def bare(q: object) -> object:
-                _sid, _ts, off, size, flags, isz = q  # type: ignore[misc]
+            def bare(q: Pick) -> BytesLike | np.ndarray:
+                _sid, _ts, off, size, flags, isz = q
                 buf = os.pread(fd, size, off)
                 if codec_of(flags) == CODEC_NONE and not flags & FrameFlags.SHUFFLED:
                     return buf
                 return decode_frame(buf, flags, isz, MAX_FRAME, threads=reader.threads)
 
-            def bare_crc(q: object) -> object:
+            def bare_crc(q: Pick) -> BytesLike | np.ndarray:
                 buf = bare(q)
-                crc32c(buf)  # type: ignore[arg-type]  # bytes or an array: both are buffers
+                crc32c(buf)  # bytes or an array: both are buffers
                 return buf
 
-            def hf(q: object) -> object:
-                return reader.read(q[0], q[1])  # type: ignore[index]
+            def hf(q: Pick) -> Frame:
+                return reader.read(q[0], q[1])
 
-            def hf_nv(q: object) -> object:
-                return reader_nv.read(q[0], q[1])  # type: ignore[index]
+            def hf_nv(q: Pick) -> Frame:
+                return reader_nv.read(q[0], q[1])
 
             # sanity: same bytes
             for q in picks[:5]:
-                assert bytes(hf(q).data) == bytes(bare(q)), "reader and bare read disagree"  # type: ignore[attr-defined]
+                assert bytes(hf(q).data) == bytes(bare(q)), "reader and bare read disagree"
             codecs = sorted({str(_codec_name(q[4])) for q in picks})
             size = statistics.median(q[3] for q in picks)
             t = interleaved(
@@ -443,15 +452,15 @@ def section_window(
         spans = {i: (int(wins["payload_offset"][i]), int(wins["payload_size"][i])) for i in picks}
         entries = {i: reader.index[reader.window_entries(i)] for i in picks}
 
-        def raw(i: object) -> object:
-            off, size = spans[i]  # type: ignore[index]
+        def raw(i: int) -> bytes:
+            off, size = spans[i]
             return os.pread(fd, size, off)
 
-        def raw_decode(i: object) -> object:
-            off, size = spans[i]  # type: ignore[index]
+        def raw_decode(i: int) -> list[BytesLike | np.ndarray]:
+            off, size = spans[i]
             buf = memoryview(os.pread(fd, size, off))
-            out = []
-            for e in entries[i]:  # type: ignore[index]
+            out: list[BytesLike | np.ndarray] = []
+            for e in entries[i]:
                 flags = int(e["flags"])
                 rel = int(e["offset"]) - off
                 stored = buf[rel : rel + int(e["size"])]
@@ -462,8 +471,8 @@ def section_window(
                     out.append(decode_frame(stored, flags, itemsize[sid], MAX_FRAME))
             return out
 
-        def hf(i: object) -> object:
-            return reader.get_window(i)  # type: ignore[arg-type]
+        def hf(i: int) -> Hyperframe:
+            return reader.get_window(i)
 
         span = statistics.median(s for _, s in spans.values())
         t = interleaved({"raw": raw, "raw_decode": raw_decode, "hf": hf}, picks, rounds)
@@ -521,15 +530,13 @@ def section_writer(
     for k in range(repeats):
         out = workdir / f"w{k}.hfr"
         cpu = time.process_time()
-        w_times.append(timed(lambda out=out: write_hf(out, prof, frames, threads=threads)))
+        w_times.append(timed(partial(write_hf, out, prof, frames, threads=threads)))
         w_cpu.append(time.process_time() - cpu)
         cpu = time.process_time()
         c_times.append(timed(lambda: compress_alone(prof, frames, specs, threads)))
         c_cpu.append(time.process_time() - cpu)
         bare = workdir / "bare.bin"
-        b_times.append(
-            timed(lambda bare=bare: compress_then_write(bare, prof, frames, specs, threads))
-        )
+        b_times.append(timed(partial(compress_then_write, bare, prof, frames, specs, threads)))
         bare.unlink()
         if k == 0:
             out.replace(keep)
@@ -582,7 +589,7 @@ def section_writer(
         lw, lc = [], []
         for _ in range(repeats):
             out = workdir / "lidar.hfr"
-            lw.append(timed(lambda out=out: write_hf(out, prof, lidar, codecs=hc, threads=threads)))
+            lw.append(timed(partial(write_hf, out, prof, lidar, codecs=hc, threads=threads)))
             out.unlink()
             lc.append(timed(lambda: compress_alone(prof, lidar, hc, threads)))
         lraw = sum(len(f.payload) for f in lidar) / MB
@@ -602,7 +609,7 @@ def section_writer(
         for _ in range(repeats):
             out = Path(tempfile.mkdtemp(dir=shm)) / "w.hfr"
             try:
-                s_times.append(timed(lambda out=out: write_hf(out, prof, frames, threads=threads)))
+                s_times.append(timed(partial(write_hf, out, prof, frames, threads=threads)))
             finally:
                 shutil.rmtree(out.parent)
         s = raw_bytes / MB / statistics.median(s_times)
@@ -633,14 +640,14 @@ def _writer_vs_mcap(
     hf_size = mc_size = 0
     for k in range(repeats):
         out = d / f"same.{comp}.{k}.hfr"
-        hf_t.append(timed(lambda out=out: write_hf(out, prof, frames, codecs)))
+        hf_t.append(timed(partial(write_hf, out, prof, frames, codecs)))
         hf_size = out.stat().st_size
         if k == 0 and keep_hf is not None:
             out.replace(keep_hf)
         else:
             out.unlink()
         mp = d / f"m.{comp}.{k}.mcap"
-        mc_t.append(timed(lambda mp=mp: write_mcap(mp, prof, frames, comp)))
+        mc_t.append(timed(partial(write_mcap, mp, prof, frames, comp)))
         mc_size = mp.stat().st_size
         if k == 0 and keep is not None:
             mp.replace(keep)
@@ -648,7 +655,7 @@ def _writer_vs_mcap(
             mp.unlink()
         if not where:
             out = d / f"same1.{comp}.{k}.hfr"
-            hf1_t.append(timed(lambda out=out: write_hf(out, prof, frames, codecs, 1)))
+            hf1_t.append(timed(partial(write_hf, out, prof, frames, codecs, 1)))
             out.unlink()
     h = raw_bytes / MB / statistics.median(hf_t)
     m = raw_bytes / MB / statistics.median(mc_t)
@@ -749,12 +756,12 @@ def section_mcap(
     default_one = HyperframeReader(hf_path, threads=1)
     mfiles = {c: open(p, "rb") for c, p in mcap_paths.items()}  # noqa: SIM115
     mreaders = {c: make_reader(f) for c, f in mfiles.items()}
-    for r in mreaders.values():
-        r.get_summary()  # read the summary once, as an open reader would have
+    for mr in mreaders.values():
+        mr.get_summary()  # read the summary once, as an open reader would have
     names = {s.id: s.name for s in prof.streams}
 
-    def mcap_lookup(r: object, sid: int, ts: int) -> bytes:
-        it = r.iter_messages(  # type: ignore[attr-defined]
+    def mcap_lookup(r: McapReader, sid: int, ts: int) -> bytes:
+        it = r.iter_messages(
             topics=[names[sid]], starting_at=ts, ending_before=ts + 1, log_time_order=False
         )
         return next(it)[2].data
@@ -765,25 +772,25 @@ def section_mcap(
         for label, streams in by_kind(prof).items():
             if not streams:
                 continue
-            picks = []
+            picks: list[Lookup] = []
             for _ in range(max(20, queries // 4)):
                 s = rng.choice(streams)
                 ts = reader.timestamps(s.id)
                 picks.append((s.id, int(ts[rng.randrange(len(ts))])))
             for q in picks[:3]:
                 got = bytes(reader.read(*q).data)
-                for r in mreaders.values():
-                    assert got == bytes(mcap_lookup(r, *q)), "hyperframes and mcap disagree"
-            variants: dict[str, Callable[[object], object]] = {
-                "hf": lambda q: reader.read(*q),  # type: ignore[misc]
-                "hf_nv": lambda q: reader_nv.read(*q),  # type: ignore[misc]
+                for mr in mreaders.values():
+                    assert got == bytes(mcap_lookup(mr, *q)), "hyperframes and mcap disagree"
+            variants: dict[str, Callable[[Lookup], object]] = {
+                "hf": lambda q: reader.read(*q),
+                "hf_nv": lambda q: reader_nv.read(*q),
             }
-            for c, r in same_readers.items():
-                variants[f"same_{c}"] = lambda q, r=r: r.read(*q)  # type: ignore[misc]
-            variants["same_one"] = lambda q: same_one.read(*q)  # type: ignore[misc]
-            variants["default_one"] = lambda q: default_one.read(*q)  # type: ignore[misc]
-            for c, r in mreaders.items():
-                variants[c] = lambda q, r=r: mcap_lookup(r, *q)  # type: ignore[misc]
+            for c, hr in same_readers.items():
+                variants[f"same_{c}"] = lambda q, r=hr: r.read(*q)  # type: ignore[misc]
+            variants["same_one"] = lambda q: same_one.read(*q)
+            variants["default_one"] = lambda q: default_one.read(*q)
+            for c, mr in mreaders.items():
+                variants[c] = lambda q, r=mr: mcap_lookup(r, *q)  # type: ignore[misc]
             spread: dict[str, list[float]] = {}
             t = interleaved(variants, picks, max(2, rounds // 2), per_round=spread)
             target = targets[label]
@@ -868,14 +875,14 @@ def section_mcap(
             ts = r0.timestamps(s.id)
             picks.append((s.id, int(ts[rng.randrange(len(ts))])))
 
-    def hf_open(q: object) -> object:
+    def hf_open(q: Lookup) -> Frame:
         with HyperframeReader(hf_path) as r:
-            return r.read(*q)  # type: ignore[misc]
+            return r.read(*q)
 
-    def mcap_open(path: Path) -> Callable[[object], object]:
-        def run(q: object) -> object:
+    def mcap_open(path: Path) -> Callable[[Lookup], bytes]:
+        def run(q: Lookup) -> bytes:
             with open(path, "rb") as f:
-                return mcap_lookup(make_reader(f), *q)  # type: ignore[misc]
+                return mcap_lookup(make_reader(f), *q)
 
         return run
 

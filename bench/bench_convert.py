@@ -82,7 +82,7 @@ def write_mcap(path: Path, reader: HyperframeReader) -> int:
                         publish_time=fr.timestamp_ns,
                         sequence=fr.stream_index,
                     )
-        w.finish()
+        w.finish()  # type: ignore[no-untyped-call]  # mcap's Writer.finish has no annotations
     return path.stat().st_size
 
 
@@ -235,12 +235,12 @@ def main() -> None:
     conv, bare = statistics.median(conv_t), statistics.median(bare_t)
     kinds: dict[str, list[int]] = {}
     cams = []
-    for s in result.streams:
-        k_ = kinds.setdefault(s.kind, [0, 0])
-        k_[0] += s.bytes_in
-        k_[1] += s.bytes_out
-        if s.quality:
-            cams.append((s.quality["psnr_min_db"], s.quality["psnr_median_db"]))
+    for sr in result.streams:
+        k_ = kinds.setdefault(sr.kind, [0, 0])
+        k_[0] += sr.bytes_in
+        k_[1] += sr.bytes_out
+        if sr.quality:
+            cams.append((sr.quality["psnr_min_db"], sr.quality["psnr_median_db"]))
     psnr_min = min(c[0] for c in cams)
     psnr_med = statistics.median(c[1] for c in cams)
 
@@ -252,7 +252,10 @@ def main() -> None:
     )
     print(row("measurement", "converter", "baseline", "ratio", "target"))
     print(row("-" * 58, "-" * 14, "-" * 14, "-" * 8, "-" * 8))
-    mb = lambda n: f"{n / 1e6:.2f} MB" if n >= 1e5 else f"{n / 1e3:.1f} kB"  # noqa: E731
+
+    def mb(n: float) -> str:
+        return f"{n / 1e6:.2f} MB" if n >= 1e5 else f"{n / 1e3:.1f} kB"
+
     print(
         row(
             "file size vs input",

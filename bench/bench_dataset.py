@@ -91,7 +91,8 @@ def make_sample(
 
 def decode_payload(stream: StreamInfo, data: bytes | np.ndarray) -> np.ndarray:
     if stream.encoding == "jpeg":
-        return simplejpeg.decode_jpeg(data, colorspace="RGB")
+        rgb: np.ndarray = simplejpeg.decode_jpeg(data, colorspace="RGB")  # untyped module
+        return rgb
     arr = np.frombuffer(data, np.dtype(stream.dtype)).copy()  # bytes are read-only
     return arr.reshape(stream.shape) if stream.shape is not None else arr
 
@@ -232,7 +233,7 @@ def export_mcap(hf: Path, out: Path) -> None:
                 publish_time=fr.timestamp_ns,
                 sequence=fr.stream_index,
             )
-        w.finish()
+        w.finish()  # type: ignore[no-untyped-call]  # mcap's Writer.finish has no annotations
 
 
 def write_h265_cameras(src: Path, out: Path, cameras: int, seconds: float) -> None:

@@ -37,7 +37,7 @@ import numpy as np
 from hyperframes.reader import HyperframeReader
 from hyperframes.streams import SensorKind, StreamInfo
 from hyperframes.synth import make_generator
-from hyperframes.video import VideoStream, decode_jpeg, to_yuv420
+from hyperframes.video import VideoStream, Yuv420, decode_jpeg, to_yuv420
 from hyperframes.video.encode import EncoderSettings
 from hyperframes.video.quality import psnr
 from hyperframes.video.testing import camera_timestamps, write_h265_stream
@@ -46,7 +46,7 @@ WINDOW_NS = 100_000_000
 
 
 def encode(
-    path: Path, pictures: list, rate: float, preset: str, k: int, quality: int
+    path: Path, pictures: list[Yuv420], rate: float, preset: str, k: int, quality: int
 ) -> tuple[float, int]:
     """Encode into ``path``; (CPU ms per frame, stream bytes)."""
     settings = EncoderSettings(

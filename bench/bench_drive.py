@@ -95,7 +95,8 @@ def bench_read(directory: Path, queries: int, rounds: int) -> None:
             for r, t in zip(holder, ts, strict=True):
                 r.read(name, t)
 
-        d_times, r_times = [], []
+        d_times: list[float] = []
+        r_times: list[float] = []
         for k in range(rounds):  # alternate which goes first: no order bias
             for fn, out in ((on_drive, d_times), (on_reader, r_times))[:: 1 if k % 2 else -1]:
                 t0 = time.perf_counter()
@@ -109,8 +110,8 @@ def bench_read(directory: Path, queries: int, rounds: int) -> None:
             f"{max(ratios):.2f}; goal <= 1.2x)"
         )
     drive.close()
-    for r in readers:
-        r.close()
+    for reader in readers:
+        reader.close()
 
 
 def bench_slice(directory: Path, out_dir: Path, repeats: int) -> None:

@@ -33,9 +33,12 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
+
+if TYPE_CHECKING:
+    from _typeshed import FileDescriptorLike
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -53,7 +56,7 @@ def instrument() -> None:
     """Time every fsync and every block write; behaviour is unchanged."""
     real_fsync = os.fsync
 
-    def fsync(fd: int) -> None:
+    def fsync(fd: FileDescriptorLike) -> None:
         t = time.monotonic()
         real_fsync(fd)
         FSYNCS.append((t, time.monotonic()))
@@ -61,10 +64,16 @@ def instrument() -> None:
     os.fsync = fsync  # the writer calls os.fsync through the module attribute
     real_write = writer_mod.HyperframeWriter._write_block
 
-    def write_block(self: Any, window_id: int, pending: list[Any], missing: Any) -> None:
-        real_write(self, window_id, pending, missing)
+    def write_block(
+        self: writer_mod.HyperframeWriter,
+        window_id: int,
+        pending: list[writer_mod._Pending],
+        missing_ids: tuple[int, ...],
+    ) -> None:
+        real_write(self, window_id, pending, missing_ids)
         BLOCKS.append((time.monotonic(), [p.receive_ns for p in pending]))
 
+    # on purpose: the private method is wrapped to timestamp each block
     writer_mod.HyperframeWriter._write_block = write_block  # type: ignore[method-assign]
 
 

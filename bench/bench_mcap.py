@@ -77,7 +77,7 @@ def write_mcap(out: Path, frames: Frames, names: dict[int, str], compression: st
         chans = {sid: w.register_channel("/" + n, "", schema) for sid, n in names.items()}
         for sid, ts, payload in frames:
             w.add_message(chans[sid], ts, payload, ts)
-        w.finish()
+        w.finish()  # type: ignore[no-untyped-call]  # mcap's Writer.finish has no annotations
     _fsync(out)
 
 

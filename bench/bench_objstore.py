@@ -42,6 +42,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -53,6 +54,7 @@ from recorder.config import parse_config  # noqa: E402
 from recorder.upload.service import UploadService  # noqa: E402
 
 MiB = 1024 * 1024
+S3Client = Any  # a boto3 S3 client: boto3 has no type stubs here
 
 
 def _segments(out: Path, n: int, mb: int) -> list[Path]:
@@ -66,19 +68,19 @@ def _segments(out: Path, n: int, mb: int) -> list[Path]:
     return paths
 
 
-def _plain_put(client: object, bucket: str, paths: list[Path], part: int) -> None:
+def _plain_put(client: S3Client, bucket: str, paths: list[Path], part: int) -> None:
     for p in paths:
         key = f"plain/{p.name}"
-        up = client.create_multipart_upload(Bucket=bucket, Key=key)  # type: ignore[attr-defined]
+        up = client.create_multipart_upload(Bucket=bucket, Key=key)
         parts = []
         with p.open("rb") as f:
             n = 1
             while chunk := f.read(part):
-                r = client.upload_part(Bucket=bucket, Key=key, UploadId=up["UploadId"],  # type: ignore[attr-defined]
+                r = client.upload_part(Bucket=bucket, Key=key, UploadId=up["UploadId"],
                                        PartNumber=n, Body=chunk)  # fmt: skip
                 parts.append({"PartNumber": n, "ETag": r["ETag"]})
                 n += 1
-        client.complete_multipart_upload(Bucket=bucket, Key=key, UploadId=up["UploadId"],  # type: ignore[attr-defined]
+        client.complete_multipart_upload(Bucket=bucket, Key=key, UploadId=up["UploadId"],
                                          MultipartUpload={"Parts": parts})  # fmt: skip
 
 
@@ -93,14 +95,14 @@ def _obstore_put(url: str, bucket: str, paths: list[Path], part: int) -> None:
             obstore.put(store, f"obstore/{p.name}", f, chunk_size=part)
 
 
-def _reader_lines(tmp: Path, client: object, url: str) -> None:
+def _reader_lines(tmp: Path, client: S3Client, url: str) -> None:
     from hyperframes.reader import HyperframeReader
     from hyperframes.synth import profile, write_synthetic
 
     local = tmp / "demo.hf"
     write_synthetic(str(local), profile("demo"), 30.0, seed=0)
-    client.create_bucket(Bucket="readers")  # type: ignore[attr-defined]
-    client.upload_file(str(local), "readers", "v.hf")  # type: ignore[attr-defined]
+    client.create_bucket(Bucket="readers")
+    client.upload_file(str(local), "readers", "v.hf")
     os.environ["AWS_ENDPOINT_URL"] = url
     for label, target in (("local file", str(local)), ("s3 endpoint", "s3://readers/v.hf")):
         opens, windows, reqs = [], [], (0, 0)
@@ -122,7 +124,7 @@ def _reader_lines(tmp: Path, client: object, url: str) -> None:
     print(f"  file {local.stat().st_size / 1e6:.0f} MB")
 
 
-def _dataset_lines(tmp: Path, client: object, url: str, args: argparse.Namespace) -> None:
+def _dataset_lines(tmp: Path, client: S3Client, url: str, args: argparse.Namespace) -> None:
     """Samples/s of one DataLoader over the bucket and over the same files on local disk."""
     import torch
     from s3_server import FaultyLink
@@ -130,12 +132,12 @@ def _dataset_lines(tmp: Path, client: object, url: str, args: argparse.Namespace
     from hyperframes.synth import profile, write_synthetic
     from hyperframes.torch import HyperframeDataset, collate
 
-    client.create_bucket(Bucket="train")  # type: ignore[attr-defined]
+    client.create_bucket(Bucket="train")
     files = []
     for i in range(args.files):
         local = tmp / f"train{i}.hf"
         write_synthetic(str(local), profile("demo"), args.seconds, seed=i)
-        client.upload_file(str(local), "train", f"v/{local.name}")  # type: ignore[attr-defined]
+        client.upload_file(str(local), "train", f"v/{local.name}")
         files.append(local)
     os.environ["AWS_ENDPOINT_URL"] = url
 
@@ -220,7 +222,7 @@ def main() -> int:
 
 
 def _upload_lines(
-    tmp: Path, client: object, url: str, args: argparse.Namespace, total: int
+    tmp: Path, client: S3Client, url: str, args: argparse.Namespace, total: int
 ) -> None:
     rates: dict[str, list[float]] = {"hyperframes upload": [], "boto3 plain multipart": [],
                                      "obstore put": []}  # fmt: skip
@@ -237,6 +239,7 @@ def _upload_lines(
             "upload": {"dest": f"s3://{bucket}/hf", "endpoint_url": url,
                        "part_mb": args.part_mb},
         })  # fmt: skip
+        assert cfg.upload is not None
         part = args.part_mb * MiB
         t0 = time.perf_counter()
         _plain_put(client, bucket, paths, part)

@@ -303,7 +303,9 @@ class Base:
 
 def parse_base(name: str, raw: bytes) -> Base:
     h = Header.decode(raw[:HEADER_SIZE])[0]
-    blocks, locs, payloads = [], {}, []
+    blocks: list[int] = []
+    locs: dict[int, list[int]] = {}
+    payloads: list[tuple[int, int, int]] = []
     pos = h.data_offset
     while pos + BLOCK_RECORD_SIZE <= len(raw):
         rec = BlockRecord.decode(raw[pos : pos + BLOCK_RECORD_SIZE])
@@ -943,7 +945,7 @@ def probe(
     from hyperframes.verify import verify_file
 
     events: list[tuple[str, str]] = []  # (class, detail)
-    hyperframes.cli.entry_points = lambda **_kw: []  # type: ignore[assignment]  # no plugins
+    hyperframes.cli.entry_points = lambda **_kw: []  # type: ignore[attr-defined,assignment]  # no plugins
 
     def untyped(stage: str, exc: BaseException) -> None:
         cls = "big-alloc" if isinstance(exc, MemoryError) else "untyped"
