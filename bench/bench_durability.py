@@ -8,13 +8,16 @@ that started after its window block was written has returned: before that a
 power cut can lose it (still in memory while its window waits to close, or
 written to the page cache but not yet on the disk). This runs the real daemon
 in-process on the real simulator at real time, and instruments it without
-changing what it does: it timestamps every ``os.fsync`` call (start, end) and
-every window block the writer writes (``HyperframeWriter._write_block``,
-with the receive time of each frame in it). For every frame it then reports
+changing what it does: it timestamps every ``os.fsync`` call (start, end,
+file) and every window block the writer writes
+(``HyperframeWriter._write_block``, with the receive time of each frame in
+it). For every received frame (the daemon's event frames have no receive
+time) it then reports
 
 - ``memory``: receive -> its block written (windows close, one window of
   compression lag),
-- ``disk``: block written -> the end of the first fsync that started after,
+- ``disk``: block written -> the end of the first fsync of its file that
+  started after,
 - ``total``: the two together, the window of data a power cut can take,
 
 as median, p99 and max in milliseconds, plus the fsync durations. The
@@ -48,8 +51,8 @@ from recorder.config import parse_config  # noqa: E402
 from recorder.daemon import Recorder  # noqa: E402
 from recorder.sim import simulate  # noqa: E402
 
-FSYNCS: list[tuple[float, float]] = []  # (start, end), monotonic s
-BLOCKS: list[tuple[float, list[int]]] = []  # (written at, receive wall ns of its frames)
+FSYNCS: list[tuple[int, float, float]] = []  # (inode, start, end), monotonic s
+BLOCKS: list[tuple[int, float, list[int]]] = []  # (inode, written at, receive wall ns of frames)
 
 
 def instrument() -> None:
@@ -57,9 +60,12 @@ def instrument() -> None:
     real_fsync = os.fsync
 
     def fsync(fd: FileDescriptorLike) -> None:
+        # by inode: only an fsync of the segment's own file makes its blocks durable
+        # (the event log and the directories are fsynced too)
+        inode = os.fstat(fd if isinstance(fd, int) else fd.fileno()).st_ino
         t = time.monotonic()
         real_fsync(fd)
-        FSYNCS.append((t, time.monotonic()))
+        FSYNCS.append((inode, t, time.monotonic()))
 
     os.fsync = fsync  # the writer calls os.fsync through the module attribute
     real_write = writer_mod.HyperframeWriter._write_block
@@ -71,7 +77,10 @@ def instrument() -> None:
         missing_ids: tuple[int, ...],
     ) -> None:
         real_write(self, window_id, pending, missing_ids)
-        BLOCKS.append((time.monotonic(), [p.receive_ns for p in pending]))
+        # receive_ns 0 = unknown (FORMAT.md): the daemon's event-stream frames; an event
+        # goes to the durable event log on arrival, so only received frames are at risk
+        received = [p.receive_ns for p in pending if p.receive_ns]
+        BLOCKS.append((os.fstat(self._fd).st_ino, time.monotonic(), received))
 
     # on purpose: the private method is wrapped to timestamp each block
     writer_mod.HyperframeWriter._write_block = write_block  # type: ignore[method-assign]
@@ -109,20 +118,21 @@ def pct(values: list[float], q: float) -> float:
 
 
 def report(offset_ns: int) -> None:
-    starts = [s for s, _ in FSYNCS]
+    syncs = {i: sorted((s, e) for j, s, e in FSYNCS if j == i) for i, _, _ in BLOCKS}
+    starts = {i: [s for s, _ in v] for i, v in syncs.items()}
     memory, disk, total = [], [], []
-    for written, receives in BLOCKS:
-        k = bisect.bisect_left(starts, written)
-        if k == len(starts):
+    for inode, written, receives in BLOCKS:
+        k = bisect.bisect_left(starts[inode], written)
+        if k == len(starts[inode]):
             continue  # written after the last fsync of the run (shutdown)
-        durable = FSYNCS[k][1]
+        durable = syncs[inode][k][1]
         for r in receives:
             received = (r - offset_ns) / 1e9
             memory.append((written - received) * 1e3)
             disk.append((durable - written) * 1e3)
             total.append((durable - received) * 1e3)
-    durations = [(e - s) * 1e3 for s, e in FSYNCS]
-    print(f"{len(total)} frames in {len(BLOCKS)} blocks, {len(FSYNCS)} fsyncs")
+    durations = [(e - s) * 1e3 for v in syncs.values() for s, e in v]
+    print(f"{len(total)} frames in {len(BLOCKS)} blocks, {len(durations)} fsyncs")
     print(f"{'ms':<8}{'median':>9}{'p99':>9}{'max':>9}")
     for name, values in (("memory", memory), ("disk", disk), ("total", total),
                          ("fsync", durations)):  # fmt: skip
