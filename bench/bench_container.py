@@ -710,12 +710,12 @@ def mcap_chunks_only(f: BinaryIO, summary: Summary, names: dict[int, str], q: Lo
 
 
 def bare_decode(
-    fd: int, rows: dict[Lookup, tuple[int, ...]], itemsize: int, q: Lookup
+    fd: int, rows: dict[Lookup, tuple[int, ...]], itemsize: dict[int, int], q: Lookup
 ) -> np.ndarray:
     """The stored bytes of the frame ``rows[q]`` read into a reused buffer and decoded on one
     thread: no CRC, no reader (what the reader's own work is measured against)."""
-    _sid, flags, _si, _ts, offset, size, _crc = rows[q]
-    return decode_aligned(pread_scratch(fd, size, offset).data, flags, itemsize, MAX_FRAME)
+    sid, flags, _si, _ts, offset, size, _crc = rows[q]
+    return decode_aligned(pread_scratch(fd, size, offset).data, flags, itemsize[sid], MAX_FRAME)
 
 
 def _lidar_codec(reader: HyperframeReader) -> str:
@@ -833,7 +833,7 @@ def section_mcap(
                 assert summary is not None
                 variants["mcap_floor"] = partial(mcap_chunks_only, mfiles["lz4"], summary, names)
                 rows = {q: same_one.index.item(same_one.find(*q)) for q in picks}
-                (isz,) = {s.itemsize for s in streams}
+                isz = {s.id: s.itemsize for s in streams}
                 variants["bare_same"] = partial(bare_decode, same_fd, rows, isz)
             spread: dict[str, list[float]] = {}
             t = interleaved(variants, picks, max(2, rounds // 2), per_round=spread)
