@@ -385,12 +385,15 @@ def test_mark_and_events_commands(tmp_path: Path) -> None:
     out = tmp_path / "out"
     r = cli("events", str(out))
     assert r.returncode == 0 and "pothole" in r.stdout and "driver=ana" in r.stdout
-    assert "1/1 segments on disk" in r.stdout
     (row,) = json.loads(cli("events", str(out), "--json").stdout)
     assert row["name"] == "pothole" and row["tags"] == {"driver": "ana", "note": "big"}
-    assert row["existing"] == row["segments"] and len(row["segments"]) == 1
-    seg = out / row["segments"][0]
-    assert "pothole" in cli("events", str(seg)).stdout  # a file alone: its event stream
+    # one segment, or two when the mark's -2 s..+1 s crossed a minute of the 60 s segment
+    # grid (the traffic is stamped from now: 2/2 in one CI run of many)
+    n = len(row["segments"])
+    assert n in (1, 2) and row["existing"] == row["segments"]
+    assert f"{n}/{n} segments on disk" in r.stdout
+    # a file alone: its event stream (the segment holding the mark's own time)
+    assert any("pothole" in cli("events", str(out / seg)).stdout for seg in row["segments"])
     r = cli("events", str(tmp_path / "nope"))
     assert r.returncode == 2 and "no such file or directory" in r.stderr
 
