@@ -121,7 +121,7 @@ def pct(values: list[float], q: float) -> float:
 
 
 def report(offset_ns: int, settle_s: float) -> None:
-    syncs = {i: sorted((s, e) for j, s, e in FSYNCS if j == i) for i, _, _ in BLOCKS}
+    syncs = {i: sorted((s, e) for j, s, e in FSYNCS if j == i) for i in {b[0] for b in BLOCKS}}
     starts = {i: [s for s, _ in v] for i, v in syncs.items()}
     rows: list[tuple[float, float, float, float]] = []  # received at, memory, disk, total
     for inode, written, receives in BLOCKS:
