@@ -710,7 +710,7 @@ def mcap_chunks_only(f: BinaryIO, summary: Summary, names: dict[int, str], q: Lo
 
 
 def bare_decode(
-    fd: int, rows: dict[Lookup, tuple[int, ...]], itemsize: dict[int, int], q: Lookup
+    fd: int, rows: Mapping[Lookup, tuple[int, ...]], itemsize: Mapping[int, int], q: Lookup
 ) -> np.ndarray:
     """The stored bytes of the frame ``rows[q]`` read into a reused buffer and decoded on one
     thread: no CRC, no reader (what the reader's own work is measured against)."""
