@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -73,3 +75,36 @@ def test_frame_cache_evicts_least_recently_used() -> None:
     assert (cache.stats.hits, cache.stats.misses) == (3, 0)
     with pytest.raises(ValueError, match="cache size"):
         FrameCache(-1)
+
+
+def test_share_small_packs_small_tensors_into_one_shared_storage() -> None:
+    from hyperframes.torch.collate import _share_small
+
+    big = torch.arange(20_000, dtype=torch.float32)  # 80 KB: over the 64 KiB limit
+    grad = torch.ones(3, requires_grad=True)
+    inner: dict[str, Any] = {
+        "is_pad": torch.tensor([[False, True, False]]),
+        "timestamp_ns": torch.tensor([[5, 0, 7]]).t(),  # not contiguous
+        "lengths": torch.zeros((1, 0), dtype=torch.int64),  # no elements
+        "scale": torch.tensor(2.5, dtype=torch.float16),  # 0-d
+        "data": big,
+        "grad": grad,
+    }
+    batch: dict[str, Any] = {
+        "window_id": torch.tensor([10, 11]),
+        "file": ["a.hf", "b.hf"],
+        "lidar": {"l": inner},
+    }
+    want = {k: v.clone() for k, v in inner.items()}
+    _share_small(batch)
+    keys = ("is_pad", "timestamp_ns", "lengths", "scale")
+    small = [batch["window_id"], *(inner[k] for k in keys)]
+    assert len({t.untyped_storage().data_ptr() for t in small}) == 1 and small[0].is_shared()
+    assert all(t.is_contiguous() and t.data_ptr() % 64 == 0 for t in small)
+    assert batch["window_id"].tolist() == [10, 11]
+    for k, v in want.items():
+        got = inner[k]
+        assert got.dtype == v.dtype and got.shape == v.shape and torch.equal(got, v), k
+    assert inner["data"] is big and not big.is_shared()  # large: its own storage (torch shares it)
+    assert inner["grad"] is grad
+    assert batch["file"] == ["a.hf", "b.hf"]

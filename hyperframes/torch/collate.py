@@ -18,6 +18,16 @@ spans, for :class:`~hyperframes.torch.video.GpuVideoDecoder`. Clips of a
 ``(B, T, F, ...)``. Per-sample fields (``window_id``, ``start_ns``...)
 become tensors, ``file`` a list of paths; fields a transform adds become a
 tensor (numbers, same-shaped tensors) or a list.
+
+In a DataLoader worker the batch is built in shared memory, as
+``default_collate`` does: each stream's ``data`` in a storage of its own,
+and every small tensor of the batch (flags, time stamps, lengths, ids: up
+to 64 KiB each) as a view of one further storage. torch hands a batch to
+the main process one storage at a time (with its default ``file_descriptor``
+strategy a descriptor each, over a fresh authenticated connection), so a
+batch of two streams travels as three storages instead of about fifteen
+(bench/README.md, "Training input"). Keeping a small tensor after the
+step keeps only that small storage alive, never a batch's frames.
 """
 
 from __future__ import annotations
@@ -32,6 +42,8 @@ from torch.utils.data import get_worker_info
 __all__ = ["collate"]
 
 _SCALARS = ("index", "window", "window_id", "start_ns", "end_ns")
+_SMALL = 64 << 10  # tensors up to this size share one storage per batch in a worker
+_ALIGN = 64
 
 
 def _empty(shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
@@ -138,11 +150,54 @@ def collate(samples: Sequence[dict[str, Any]]) -> dict[str, Any]:
     if not samples:
         raise ValueError("nothing to collate")
     if "steps" not in samples[0]:
-        return _collate_windows(samples)
-    steps = len(samples[0]["steps"])
-    if any(len(s["steps"]) != steps for s in samples):
-        raise ValueError("clips of different lengths in one batch")
-    flat = [step for s in samples for step in s["steps"]]
-    out: dict[str, Any] = _unflatten(_collate_windows(flat), len(samples), steps)
-    out["index"] = torch.tensor([int(s["index"]) for s in samples], dtype=torch.int64)
+        out = _collate_windows(samples)
+    else:
+        steps = len(samples[0]["steps"])
+        if any(len(s["steps"]) != steps for s in samples):
+            raise ValueError("clips of different lengths in one batch")
+        flat = [step for s in samples for step in s["steps"]]
+        out = _unflatten(_collate_windows(flat), len(samples), steps)
+        out["index"] = torch.tensor([int(s["index"]) for s in samples], dtype=torch.int64)
+    if get_worker_info() is not None:
+        _share_small(out)
     return out
+
+
+def _small_tensors(tree: dict[str, Any]) -> list[tuple[dict[str, Any], str, torch.Tensor]]:
+    """(dict, key, tensor) of every small CPU tensor in ``tree`` not in shared memory yet."""
+    found = []
+    for key, value in tree.items():
+        if isinstance(value, dict):
+            found += _small_tensors(value)
+        elif (
+            isinstance(value, torch.Tensor)
+            and value.device.type == "cpu"
+            and not value.requires_grad
+            and value.numel() * value.element_size() <= _SMALL
+            and not value.is_shared()  # type: ignore[no-untyped-call]
+        ):
+            found.append((tree, key, value))
+    return found
+
+
+def _share_small(batch: dict[str, Any]) -> None:
+    """Move the small tensors of ``batch`` into one shared-memory storage, in place.
+
+    Each becomes a contiguous view of that storage at a 64-byte boundary.
+    """
+    small = _small_tensors(batch)
+    if len(small) < 2:
+        return
+    offsets = []
+    total = 0
+    for _tree, _key, t in small:
+        offsets.append(total)
+        total += -(-t.numel() * t.element_size() // _ALIGN) * _ALIGN
+    storage = torch.UntypedStorage._new_shared(max(total, _ALIGN))  # type: ignore[no-untyped-call]
+    for (tree, key, t), offset in zip(small, offsets, strict=True):
+        flat = torch.empty(0, dtype=t.dtype).set_(
+            storage, offset // t.element_size(), (t.numel(),), (1,)
+        )
+        view = flat.view(t.shape)
+        view.copy_(t)
+        tree[key] = view
