@@ -137,22 +137,22 @@ def test_worker_batches_equal_in_process_batches(tmp_path: Path) -> None:
                     assert torch.equal(got[group][name][key], value), (group, name, key)
 
 
-def test_worker_batch_small_tensors_travel_in_one_storage(tmp_path: Path) -> None:
-    from torch_files import write_dropout
-
-    ds = HyperframeDataset(write_dropout(tmp_path / "dropout.hf"))
+def test_worker_batch_small_tensors_travel_in_one_storage(files: list[Path]) -> None:
+    ds = HyperframeDataset(str(files[0]))  # two 320x240 cameras, a 10k-point lidar, an IMU
     dl = DataLoader(
         ds, batch_size=2, num_workers=1, collate_fn=collate, multiprocessing_context="fork"
     )
     batch = next(iter(dl))
     small = [batch["window_id"], batch["index"], batch["start_ns"]]
-    datas = []
+    large = []
     for group in ("camera", "lidar", "imu"):
         for entry in batch[group].values():
             small += [entry["is_pad"], entry["timestamp_ns"], entry["missing"]]
-            datas.append(entry["data"])
+            data = entry["data"]
+            (large if data.numel() * data.element_size() > 64 << 10 else small).append(data)
+    assert len(large) >= 2 and len(small) > len(large) * 3  # both kinds are in this batch
     ptr = {t.untyped_storage().data_ptr() for t in small}
     assert len(ptr) == 1, "each small tensor was sent on its own"
-    # each stream's frames keep their own storage: a kept time stamp never holds the images
-    data_ptrs = {t.untyped_storage().data_ptr() for t in datas}
-    assert len(data_ptrs) == len(datas) and not data_ptrs & ptr
+    # a large stream's frames keep their own storage: a kept time stamp never holds the images
+    large_ptrs = {t.untyped_storage().data_ptr() for t in large}
+    assert len(large_ptrs) == len(large) and not large_ptrs & ptr

@@ -20,14 +20,15 @@ become tensors, ``file`` a list of paths; fields a transform adds become a
 tensor (numbers, same-shaped tensors) or a list.
 
 In a DataLoader worker the batch is built in shared memory, as
-``default_collate`` does: each stream's ``data`` in a storage of its own,
-and every small tensor of the batch (flags, time stamps, lengths, ids: up
-to 64 KiB each) as a view of one further storage. torch hands a batch to
-the main process one storage at a time (with its default ``file_descriptor``
-strategy a descriptor each, over a fresh authenticated connection), so a
-batch of two streams travels as three storages instead of about fifteen
-(bench/README.md, "Training input"). Keeping a small tensor after the
-step keeps only that small storage alive, never a batch's frames.
+``default_collate`` does: each stream's ``data`` over 64 KiB in a storage
+of its own, and every smaller tensor of the batch (flags, time stamps,
+lengths, ids, the ``data`` of IMU-like streams) as a view of one further
+storage. torch hands a batch to the main process one storage at a time
+(with its default ``file_descriptor`` strategy a descriptor each, over a
+fresh authenticated connection), so a lidar + IMU batch travels as two
+storages instead of about fifteen (bench/README.md, "Training input").
+Keeping a small tensor after the step keeps only that small storage
+alive, never a batch's frames.
 """
 
 from __future__ import annotations
@@ -48,8 +49,9 @@ _ALIGN = 64
 
 def _empty(shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
     """Uninitialised; in a DataLoader worker allocated in shared memory, as default_collate
-    does, so that handing the batch to the main process copies nothing."""
-    if get_worker_info() is None:
+    does, so that handing the batch to the main process copies nothing (a small one joins
+    the batch's other small tensors later, in :func:`_share_small`)."""
+    if get_worker_info() is None or math.prod(shape) * dtype.itemsize <= _SMALL:
         return torch.empty(shape, dtype=dtype)
     proto = torch.empty(0, dtype=dtype)
     storage = proto._typed_storage()._new_shared(math.prod(shape), device=proto.device)  # type: ignore[no-untyped-call]
