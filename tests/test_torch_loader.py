@@ -156,3 +156,30 @@ def test_worker_batch_small_tensors_travel_in_one_storage(files: list[Path]) -> 
     # a large stream's frames keep their own storage: a kept time stamp never holds the images
     large_ptrs = {t.untyped_storage().data_ptr() for t in large}
     assert len(large_ptrs) == len(large) and not large_ptrs & ptr
+
+
+def test_worker_clip_batches_equal_in_process_batches(files: list[Path]) -> None:
+    from hyperframes.torch import SequenceDataset
+
+    ds = SequenceDataset(str(files[0]), 3, streams=["lidar_top", "imu"])
+    order = list(range(len(ds)))[::-1]
+    dl = DataLoader(
+        ds,
+        batch_size=2,
+        sampler=order,
+        num_workers=2,
+        collate_fn=collate,
+        multiprocessing_context="fork",
+    )
+    batches = 0
+    for k, got in enumerate(dl):  # (B, T, F, ...) views of the worker's shared storages
+        want = collate([ds[i] for i in order[2 * k : 2 * k + 2]])
+        assert torch.equal(got["index"], want["index"])
+        assert torch.equal(got["window_id"], want["window_id"])
+        for group in ("lidar", "imu"):
+            for name, entry in want[group].items():
+                for key, value in entry.items():
+                    assert got[group][name][key].shape == value.shape, (name, key)
+                    assert torch.equal(got[group][name][key], value), (name, key)
+        batches += 1
+    assert batches == -(-len(ds) // 2) > 1
