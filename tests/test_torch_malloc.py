@@ -72,3 +72,14 @@ def test_worker_init_fn_form_in_a_fresh_process() -> None:
     code = "from hyperframes.torch import tune_malloc; print(tune_malloc(3))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == str(glibc_version() is not None)
+
+
+def test_as_worker_init_fn_of_spawn_workers() -> None:
+    import torch
+    from torch.utils.data import DataLoader, TensorDataset
+
+    ds = TensorDataset(torch.arange(8))
+    dl = DataLoader(
+        ds, batch_size=4, num_workers=1, worker_init_fn=tune_malloc, multiprocessing_context="spawn"
+    )
+    assert sorted(int(x) for (batch,) in dl for x in batch) == list(range(8))
