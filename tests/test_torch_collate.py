@@ -82,6 +82,7 @@ def test_share_small_packs_small_tensors_into_one_shared_storage() -> None:
 
     big = torch.arange(20_000, dtype=torch.float32)  # 80 KB: over the 64 KiB limit
     grad = torch.ones(3, requires_grad=True)
+    param = torch.nn.Parameter(torch.ones(2), requires_grad=False)  # a subclass
     inner: dict[str, Any] = {
         "is_pad": torch.tensor([[False, True, False]]),
         "timestamp_ns": torch.tensor([[5, 0, 7]]).t(),  # not contiguous
@@ -89,6 +90,7 @@ def test_share_small_packs_small_tensors_into_one_shared_storage() -> None:
         "scale": torch.tensor(2.5, dtype=torch.float16),  # 0-d
         "data": big,
         "grad": grad,
+        "param": param,
     }
     batch: dict[str, Any] = {
         "window_id": torch.tensor([10, 11]),
@@ -106,5 +108,5 @@ def test_share_small_packs_small_tensors_into_one_shared_storage() -> None:
         got = inner[k]
         assert got.dtype == v.dtype and got.shape == v.shape and torch.equal(got, v), k
     assert inner["data"] is big and not big.is_shared()  # large: its own storage (torch shares it)
-    assert inner["grad"] is grad
+    assert inner["grad"] is grad and inner["param"] is param
     assert batch["file"] == ["a.hf", "b.hf"]

@@ -172,7 +172,7 @@ def _small_tensors(tree: dict[str, Any]) -> list[tuple[dict[str, Any], str, torc
         if isinstance(value, dict):
             found += _small_tensors(value)
         elif (
-            isinstance(value, torch.Tensor)
+            type(value) is torch.Tensor  # a subclass keeps its type: left as it is
             and value.device.type == "cpu"
             and not value.requires_grad
             and value.numel() * value.element_size() <= _SMALL
