@@ -688,6 +688,18 @@ def _writer_vs_mcap(
     )
 
 
+def random_lookups(
+    reader: HyperframeReader, streams: Sequence[StreamInfo], n: int, rng: random.Random
+) -> list[Lookup]:
+    """``n`` (stream id, timestamp) lookups of random frames of ``streams`` in ``reader``."""
+    out = []
+    for _ in range(n):
+        s = rng.choice(streams)
+        ts = reader.timestamps(s.id)
+        out.append((s.id, int(ts[rng.randrange(len(ts))])))
+    return out
+
+
 def mcap_chunks_only(f: BinaryIO, summary: Summary, names: dict[int, str], q: Lookup) -> int:
     """The part of an MCAP lookup of ``q`` that no reader of that file can skip.
 
@@ -809,11 +821,7 @@ def section_mcap(
         for label, streams in by_kind(prof).items():
             if not streams:
                 continue
-            picks: list[Lookup] = []
-            for _ in range(max(20, queries // 4)):
-                s = rng.choice(streams)
-                ts = reader.timestamps(s.id)
-                picks.append((s.id, int(ts[rng.randrange(len(ts))])))
+            picks = random_lookups(reader, streams, max(20, queries // 4), rng)
             for q in picks[:3]:
                 got = bytes(reader.read(*q).data)
                 for mr in mreaders.values():
@@ -915,12 +923,8 @@ def section_mcap(
 
     # --- open + one lookup on a fresh reader (the file was opened before: page cache warm)
     cam_imu = [s for k, v in by_kind(prof).items() if k in ("imu", "camera") for s in v]
-    picks = []
     with HyperframeReader(hf_path) as r0:
-        for _ in range(60):
-            s = rng.choice(cam_imu or list(prof.streams))
-            ts = r0.timestamps(s.id)
-            picks.append((s.id, int(ts[rng.randrange(len(ts))])))
+        picks = random_lookups(r0, cam_imu or list(prof.streams), 60, rng)
 
     def hf_open(q: Lookup) -> Frame:
         with HyperframeReader(hf_path) as r:

@@ -114,13 +114,8 @@ def picks_of(
     reader: HyperframeReader, kind: SensorKind, n: int, rng: random.Random
 ) -> list[bc.Lookup]:
     """``n`` random (stream id, timestamp) lookups of frames of ``kind``."""
-    streams = [s.id for s in reader.streams.values() if s.kind is kind]
-    out = []
-    for _ in range(n):
-        sid = rng.choice(streams)
-        ts = reader.timestamps(sid)
-        out.append((sid, int(ts[rng.randrange(len(ts))])))
-    return out
+    streams = [s for s in reader.streams.values() if s.kind is kind]
+    return bc.random_lookups(reader, streams, n, rng)
 
 
 def report(

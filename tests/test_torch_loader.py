@@ -115,6 +115,18 @@ def test_two_ranks_partition_the_windows(files: list[Path]) -> None:
     assert len(got[0]) == len(got[1]) == 8
 
 
+def assert_streams_equal(
+    got: dict[str, Any], want: dict[str, Any], groups: tuple[str, ...]
+) -> None:
+    """Every stream entry of ``groups``: the same keys, tensors of the same shape and values."""
+    for group in groups:
+        for name, entry in want[group].items():
+            assert got[group][name].keys() == entry.keys(), (group, name)
+            for key, value in entry.items():
+                assert got[group][name][key].shape == value.shape, (group, name, key)
+                assert torch.equal(got[group][name][key], value), (group, name, key)
+
+
 def test_worker_batches_equal_in_process_batches(tmp_path: Path) -> None:
     from torch_files import write_dropout
 
@@ -130,11 +142,7 @@ def test_worker_batches_equal_in_process_batches(tmp_path: Path) -> None:
     )
     for k, got in enumerate(dl):  # collated in workers, in shared memory
         want = collate([ds[i] for i in order[4 * k : 4 * k + 4]])
-        for group in ("camera", "lidar", "imu"):
-            for name, entry in want[group].items():
-                assert got[group][name].keys() == entry.keys()
-                for key, value in entry.items():
-                    assert torch.equal(got[group][name][key], value), (group, name, key)
+        assert_streams_equal(got, want, ("camera", "lidar", "imu"))
 
 
 def test_worker_batch_small_tensors_travel_in_one_storage(files: list[Path]) -> None:
@@ -176,10 +184,6 @@ def test_worker_clip_batches_equal_in_process_batches(files: list[Path]) -> None
         want = collate([ds[i] for i in order[2 * k : 2 * k + 2]])
         assert torch.equal(got["index"], want["index"])
         assert torch.equal(got["window_id"], want["window_id"])
-        for group in ("lidar", "imu"):
-            for name, entry in want[group].items():
-                for key, value in entry.items():
-                    assert got[group][name][key].shape == value.shape, (name, key)
-                    assert torch.equal(got[group][name][key], value), (name, key)
+        assert_streams_equal(got, want, ("lidar", "imu"))
         batches += 1
     assert batches == -(-len(ds) // 2) > 1
