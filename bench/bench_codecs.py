@@ -7,7 +7,7 @@ Run by hand (bench/README.md, "Codecs"):
 
 Every variant encodes and decodes the same sweeps (``hyperframes synth``'s
 ``vehicle`` lidar, 120k points of xyzi float32: 1.9 MB) through
-``hyperframes.codecs`` (what the writer and the reader call), into fresh
+``hyperframes.format.codecs`` (what the writer and the reader call), into fresh
 64-byte-aligned output as the reader does. Rounds alternate the variants in a
 fresh random order; each round's time of a variant is set against the
 baseline's time in the same round (``--baseline``, default the writer's codec
@@ -30,7 +30,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from hyperframes import synth
-from hyperframes.codecs import CodecSpec, decode_aligned, encode_frame
+from hyperframes.format.codecs import CodecSpec, decode_aligned, encode_frame
 
 _MAX = 1 << 30
 

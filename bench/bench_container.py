@@ -46,9 +46,7 @@ from typing import BinaryIO, TypeVar
 
 import numpy as np
 
-from hyperframes._crc import BytesLike, crc32c
-from hyperframes._io import pread_scratch
-from hyperframes.codecs import (
+from hyperframes.format.codecs import (
     CODEC_NAMES,
     CODEC_NONE,
     CodecSpec,
@@ -57,9 +55,10 @@ from hyperframes.codecs import (
     decode_frame,
     encode_frame,
 )
-from hyperframes.layout import FrameFlags
-from hyperframes.reader import Frame, Hyperframe, HyperframeReader
-from hyperframes.streams import FileMetadata, SensorKind, StreamInfo
+from hyperframes.format.crc import BytesLike, crc32c
+from hyperframes.format.layout import FrameFlags
+from hyperframes.format.streams import FileMetadata, SensorKind, StreamInfo
+from hyperframes.reader import Frame, Hyperframe, HyperframeReader, pread_scratch
 from hyperframes.synth import BASE_NS, Profile, SynthFrame, profile, synth_frames
 from hyperframes.writer import HyperframeWriter, default_codec
 

@@ -47,9 +47,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 
-from converter._camera import open_encoder
-from converter.config import ConvertConfig, VerifyConfig, VideoConfig
-from converter.convert import ConversionResult, convert_archive
+from hyperframes.converter._camera import open_encoder
+from hyperframes.converter.config import ConvertConfig, VerifyConfig, VideoConfig
+from hyperframes.converter.convert import ConversionResult, convert_archive
 from hyperframes.reader import HyperframeReader
 from hyperframes.synth import profile, write_synthetic
 from hyperframes.video import IdrPlanner, decode_jpeg, encode_pictures, plan_idrs

@@ -45,9 +45,9 @@ import simplejpeg
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from hyperframes.layout import FrameFlags
+from hyperframes.format.layout import FrameFlags
+from hyperframes.format.streams import SensorKind, StreamInfo
 from hyperframes.reader import HyperframeReader
-from hyperframes.streams import SensorKind, StreamInfo
 from hyperframes.synth import PROFILES, write_synthetic
 from hyperframes.torch import (
     GpuVideoDecoder,

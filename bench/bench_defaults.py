@@ -34,8 +34,8 @@ from pathlib import Path
 
 import numpy as np
 
+from hyperframes.format.streams import SensorKind, StreamInfo
 from hyperframes.reader import HyperframeReader
-from hyperframes.streams import SensorKind, StreamInfo
 from hyperframes.synth import make_generator
 from hyperframes.video import VideoStream, Yuv420, decode_jpeg, to_yuv420
 from hyperframes.video.encode import EncoderSettings

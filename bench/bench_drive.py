@@ -36,9 +36,9 @@ import numpy as np
 
 from hyperframes import FileMetadata, SensorKind, StreamInfo
 from hyperframes.drive import open_drive
-from hyperframes.naming import segment_name
+from hyperframes.drive.splice import slice_drive
+from hyperframes.format.naming import segment_name
 from hyperframes.reader import HyperframeReader
-from hyperframes.splice import slice_drive
 from hyperframes.writer import HyperframeWriter
 
 T0 = 1_735_689_600_000_000_000
@@ -164,7 +164,7 @@ def bench_ls(root: Path, segments: int, repeats: int) -> None:
         open_drive(d).close()
 
     def ls_cmd() -> None:
-        from hyperframes.cli import main
+        from hyperframes.cli.main import main
 
         with open(os.devnull, "w") as null:
             old, sys.stdout = sys.stdout, null
@@ -178,7 +178,9 @@ def bench_ls(root: Path, segments: int, repeats: int) -> None:
     ls = median_time(ls_cmd, repeats)
     t0 = time.perf_counter()
     subprocess.run(
-        [sys.executable, "-m", "hyperframes.cli", "ls", str(d)], check=True, capture_output=True
+        [sys.executable, "-m", "hyperframes.cli", "ls", str(d)],
+        check=True,
+        capture_output=True,
     )
     whole = time.perf_counter() - t0
     print(f"  scandir+stat {base * 1e3:.1f} ms  open_drive {o * 1e3:.1f} ms ({o / base:.1f}x)")

@@ -50,9 +50,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from hyperframes import writer as writer_mod  # noqa: E402
-from recorder.config import parse_config  # noqa: E402
-from recorder.daemon import Recorder  # noqa: E402
-from recorder.sim import simulate  # noqa: E402
+from hyperframes.recorder.config import parse_config  # noqa: E402
+from hyperframes.recorder.daemon import Recorder  # noqa: E402
+from hyperframes.recorder.sim import simulate  # noqa: E402
 
 FSYNCS: list[tuple[int, float, float]] = []  # (inode, start, end), monotonic s
 BLOCKS: list[tuple[int, float, list[int]]] = []  # (inode, written at, receive wall ns of frames)

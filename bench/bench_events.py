@@ -51,9 +51,9 @@ import bench_ingest  # noqa: E402
 
 def rules_cpu_per_second(config_path: Path) -> float:
     """CPU seconds the rules of ``config_path`` take per sensor second (median of 5)."""
-    from recorder.config import load_config
-    from recorder.rules import RuleEngine
-    from recorder.sim import payload_source
+    from hyperframes.recorder.config import load_config
+    from hyperframes.recorder.events.rules import RuleEngine
+    from hyperframes.recorder.sim import payload_source
 
     cfg = load_config(config_path)
     frames = []

@@ -13,7 +13,7 @@ endpoints, a temporary ``output_dir`` and no TLS/credentials:
   own split (cameras and lidar on ZMQ, IMU on MQTT).
 - For each rate scale (1, 2, 4, 6, 8...): start ``hyperframes record --config
   TMP.yaml`` as a subprocess, wait for its ``READY=1`` (sd_notify on a socket
-  of ours), run the simulator (:func:`recorder.sim.simulate`, in this
+  of ours), run the simulator (:func:`hyperframes.recorder.sim.simulate`, in this
   process) for ``--seconds`` of sensor time, stop the recorder with SIGTERM,
   count the frames in the finalized files against the frames sent. A scale
   passes when every frame sent is in the files and the simulator kept up
@@ -58,8 +58,8 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
 from hyperframes.reader import HyperframeReader  # noqa: E402
-from recorder.config import VehicleConfig, load_config  # noqa: E402
-from recorder.sim import payload_source, simulate  # noqa: E402
+from hyperframes.recorder.config import VehicleConfig, load_config  # noqa: E402
+from hyperframes.recorder.sim import payload_source, simulate  # noqa: E402
 
 CONFIG = ROOT / "configs" / "vehicle-example.yaml"
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -386,7 +386,7 @@ async def run_bare_once(
 
 def max_run_bytes(config_path: Path) -> float:
     """Payload bytes per sensor second of the profile (nominal rates)."""
-    from recorder.sim import payload_source as source
+    from hyperframes.recorder.sim import payload_source as source
 
     return sum(len(source(s.info, 0)(0)) * (s.info.rate_hz or 10.0)
                for s in load_config(config_path).streams)  # fmt: skip

@@ -60,10 +60,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import bench_container as bc
 
-from hyperframes._crc import crc32c
-from hyperframes.codecs import CodecSpec, decode_aligned
+from hyperframes.format.codecs import CodecSpec, decode_aligned
+from hyperframes.format.crc import crc32c
+from hyperframes.format.streams import SensorKind
 from hyperframes.reader import HyperframeReader
-from hyperframes.streams import SensorKind
 from hyperframes.synth import profile, synth_frames
 
 Row = tuple[int, int, int, int, int, int, int]  # an index entry, as reader.index.item() gives it

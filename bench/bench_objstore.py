@@ -50,8 +50,8 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from s3_server import s3_client, s3_endpoint  # noqa: E402
 
-from recorder.config import parse_config  # noqa: E402
-from recorder.upload.service import UploadService  # noqa: E402
+from hyperframes.recorder.config import parse_config  # noqa: E402
+from hyperframes.recorder.upload.service import UploadService  # noqa: E402
 
 MiB = 1024 * 1024
 S3Client = Any  # a boto3 S3 client: boto3 has no type stubs here

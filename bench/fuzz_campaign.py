@@ -64,9 +64,9 @@ import numpy as np
 import zstandard
 
 from hyperframes import CodecSpec, FileMetadata, FrameFlags, SensorKind, StreamInfo
-from hyperframes._crc import crc32c
 from hyperframes.errors import HyperframesError
-from hyperframes.layout import (
+from hyperframes.format.crc import crc32c
+from hyperframes.format.layout import (
     BLOCK_RECORD_SIZE,
     HEADER_SIZE,
     INDEX_DTYPE,
@@ -938,14 +938,14 @@ def _where(exc: BaseException) -> str:
 def probe(
     path: Path, out_dir: Path, base: Base | None, resealed: bool, verbose: bool = False
 ) -> dict[str, Any]:
-    import hyperframes.cli
-    from hyperframes.cli import main as cli_main
+    import hyperframes.cli.main
+    from hyperframes.cli.main import main as cli_main
     from hyperframes.reader import HyperframeReader
     from hyperframes.recover import recover
     from hyperframes.verify import verify_file
 
     events: list[tuple[str, str]] = []  # (class, detail)
-    hyperframes.cli.entry_points = lambda **_kw: []  # type: ignore[attr-defined,assignment]  # no plugins
+    hyperframes.cli.main.entry_points = lambda **_kw: []  # type: ignore[attr-defined,assignment]  # no plugins
 
     def untyped(stage: str, exc: BaseException) -> None:
         cls = "big-alloc" if isinstance(exc, MemoryError) else "untyped"

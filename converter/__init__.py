@@ -1,12 +1,12 @@
 """The offline converter: hyperframe archives to ZSTD and H.265, verified, in batch.
 
-- :mod:`converter.config`: the conversion YAML, validated
-- :mod:`converter.plan`: pure decisions (which stream gets which treatment, marker keys)
-- :mod:`converter.convert`: one archive, window by window, published only once verified
-- :mod:`converter.verify`: the output checks (frames, bytes, bitstream rules, PSNR)
-- :mod:`converter.batch`: inbox, markers, ``failed/``, the ledger, ``--watch``
-- :mod:`converter.engines`: a local spawn pool, or Ray tasks on a cluster
-- :mod:`converter.cli`: ``hyperframes convert`` (registered as a plugin command)
+- :mod:`hyperframes.converter.config`: the conversion YAML, validated
+- :mod:`hyperframes.converter.plan`: pure decisions (which stream gets which treatment, marker keys)
+- :mod:`hyperframes.converter.convert`: one archive, window by window, published only once verified
+- :mod:`hyperframes.converter.verify`: the output checks (frames, bytes, bitstream rules, PSNR)
+- :mod:`hyperframes.converter.batch`: inbox, markers, ``failed/``, the ledger, ``--watch``
+- :mod:`hyperframes.converter.engines`: a local spawn pool, or Ray tasks on a cluster
+- :mod:`hyperframes.converter.cli`: ``hyperframes convert`` (registered as a plugin command)
 
 docs/CONVERTER.md describes the whole.
 """

@@ -34,9 +34,9 @@ from typing import Any
 
 import numpy as np
 
-from converter.config import VideoConfig
-from converter.errors import ConversionError, InputError
-from converter.plan import StreamPlan
+from hyperframes.converter.config import VideoConfig
+from hyperframes.converter.errors import ConversionError, InputError
+from hyperframes.converter.plan import StreamPlan
 from hyperframes.reader import HyperframeReader
 from hyperframes.video import (
     BitstreamError,

@@ -1,4 +1,4 @@
-"""The block structure of a finalized input (:mod:`hyperframes._blockmap`), as converter errors.
+"""The block structure of a finalized input (:mod:`hyperframes.drive.blockmap`), typed.
 
 The converter must write each frame into the block it was stored in (the
 writer checks the LATE/QUARANTINED placement rules), so it needs block
@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import os
 
-from converter.errors import InputError
-from hyperframes._blockmap import Block
-from hyperframes._blockmap import source_blocks as _source_blocks
+from hyperframes.converter.errors import InputError
+from hyperframes.drive.blockmap import Block
+from hyperframes.drive.blockmap import source_blocks as _source_blocks
 from hyperframes.errors import CorruptFileError
 from hyperframes.reader import HyperframeReader
 

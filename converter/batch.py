@@ -6,7 +6,7 @@ it sweeps the staging directories of conversions that died, so a batch killed
 with ``kill -9`` leaves nothing behind that a re-run would trip over:
 
 - idempotent: an input is skipped when a marker names its SHA-256 under the
-  same converter version and config (:mod:`converter.task`), whatever its
+  same converter version and config (:mod:`hyperframes.converter.task`), whatever its
   file name;
 - resumable: an archive is published (linked into ``OUT``) only after it is
   verified, and its marker is written after that; a re-run converts what has
@@ -44,14 +44,14 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, Final
 
-from converter import __version__
-from converter.config import ConvertConfig
-from converter.convert import sweep_staging
-from converter.engines import Engine, Outcome, make_engine
-from converter.errors import BusyError, ConfigError
-from converter.progress import BatchDisplay, Tally
-from converter.task import make_request, write_json_atomic
-from hyperframes._io import lexists_at, open_safe_dir, rename_noreplace
+from hyperframes.converter import __version__
+from hyperframes.converter.config import ConvertConfig
+from hyperframes.converter.convert import sweep_staging
+from hyperframes.converter.engines import Engine, Outcome, make_engine
+from hyperframes.converter.errors import BusyError, ConfigError
+from hyperframes.converter.progress import BatchDisplay, Tally
+from hyperframes.converter.task import make_request, write_json_atomic
+from hyperframes.storage.local import lexists_at, open_safe_dir, rename_noreplace
 from hyperframes.writer import TMP_SUFFIX
 
 __all__ = [
@@ -164,7 +164,7 @@ def move_to_failed(path: Path, outcome: Outcome) -> Path:
     """Move an inbox input to ``failed/`` (same file system: a rename) with a reason file.
 
     ``failed/`` is opened once (``O_NOFOLLOW``; a link there raises
-    :class:`~hyperframes._io.UnsafePathError`) and everything is done through
+    :class:`~hyperframes.storage.local.UnsafePathError`) and everything is done through
     that descriptor under names that are free: nothing is replaced or followed.
     """
     failed = path.parent / FAILED_DIR

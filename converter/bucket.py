@@ -1,7 +1,7 @@
 """The converter's object-store I/O: a thin layer over obstore for one bucket.
 
-Everything the bucket batch (:mod:`converter.remote_batch`) and its tasks
-(:mod:`converter.remote_task`) do to a store goes through :class:`Bucket`:
+Everything the bucket batch (:mod:`hyperframes.converter.remote_batch`) and its tasks
+(:mod:`hyperframes.converter.remote_task`) do to a store goes through :class:`Bucket`:
 list, HEAD, streamed download with SHA-256, multipart upload, JSON objects,
 conditional writes, and the one step that publishes an output,
 :meth:`Bucket.copy_if_absent`.
@@ -22,7 +22,7 @@ Conditional writes (how a final key is never overwritten) follow
   write; see docs/CONVERTER.md, "Buckets".
 
 Needs the ``s3`` extra (obstore); a missing extra is a
-:class:`~converter.errors.MissingExtraError`.
+:class:`~hyperframes.converter.errors.MissingExtraError`.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from converter.errors import ConfigError, ConverterError, MissingExtraError
+from hyperframes.converter.errors import ConfigError, ConverterError, MissingExtraError
 
 __all__ = [
     "FINAL_COPY_ENV",
@@ -137,7 +137,7 @@ class Bucket:
     def __init__(self, name: str) -> None:
         self.name = name
         self._ob = _obstore()
-        from hyperframes.objstore import store_for  # noqa: PLC0415
+        from hyperframes.storage.objects import store_for  # noqa: PLC0415
 
         self.mode = final_copy_mode()
         config = {} if self.mode == "head" else {"copy_if_not_exists": self.mode}

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final
 
-from converter.plan import marker_name
+from hyperframes.converter.plan import marker_name
 
 __all__ = [
     "Layout",

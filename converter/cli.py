@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from hyperframes._cliutil import run_handler
+from hyperframes.cli.common import run_handler
 
 __all__ = ["register", "add_arguments", "main"]
 
@@ -67,9 +67,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _convert(args: argparse.Namespace) -> int:
-    from converter.batch import BatchOptions, run_batch  # noqa: PLC0415
-    from converter.config import ConvertConfig, load_config  # noqa: PLC0415
-    from converter.errors import ConfigError, ConverterError  # noqa: PLC0415
+    from hyperframes.converter.batch import BatchOptions, run_batch  # noqa: PLC0415
+    from hyperframes.converter.config import ConvertConfig, load_config  # noqa: PLC0415
+    from hyperframes.converter.errors import ConfigError, ConverterError  # noqa: PLC0415
 
     try:
         cfg = load_config(args.config) if args.config else ConvertConfig()
@@ -89,10 +89,10 @@ def _convert(args: argparse.Namespace) -> int:
     if args.out is None:
         print("error: --out DIR is required", file=sys.stderr)
         return EXIT_USAGE
-    from converter.bucket import as_url  # noqa: PLC0415
+    from hyperframes.converter.bucket import as_url  # noqa: PLC0415
 
     if args.show_ledger or any(as_url(p) for p in (args.out, args.inbox, *args.inputs)):
-        from converter.remote_cli import main as bucket_main  # noqa: PLC0415 - s3:// URLs
+        from hyperframes.converter.remote_cli import main as bucket_main  # noqa: PLC0415 - s3:// URLs
 
         return bucket_main(args, cfg)
     opts = BatchOptions(
@@ -129,7 +129,7 @@ def register(subparsers: Any) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m converter.cli`` (the same as ``hyperframes convert``)."""
+    """``python -m hyperframes.converter.cli`` (the same as ``hyperframes convert``)."""
     parser = argparse.ArgumentParser(prog="hyperframes convert")
     add_arguments(parser)
     return run_handler(_convert, parser.parse_args(argv))

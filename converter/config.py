@@ -1,6 +1,6 @@
 """The conversion config: one YAML file, validated into a frozen :class:`ConvertConfig`.
 
-Every problem raises :class:`~converter.errors.ConfigError` naming the key path
+Every problem raises :class:`~hyperframes.converter.errors.ConfigError` naming the key path
 (``video.quality``), what was found and what is allowed; unknown keys get a
 did-you-mean suggestion, and a key repeated in one mapping is an error (plain
 ``yaml.safe_load`` would keep the last one silently). Every key is optional;
@@ -19,8 +19,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
-from converter.errors import ConfigError
 from hyperframes import _yamlconf as v
+from hyperframes.converter.errors import ConfigError
 
 __all__ = [
     "ENCODERS",
@@ -88,7 +88,7 @@ class VerifyConfig:
 class BatchConfig:
     """How many archives run at once and how the inbox is watched."""
 
-    workers: int | None = None  # None: sized to the machine (see converter.engines)
+    workers: int | None = None  # None: sized to the machine (see hyperframes.converter.engines)
     settle_s: float = 10.0  # an inbox file must be unmodified this long before it is touched
     stale_tmp_s: float = 3600.0  # an inbox *.tmp older than this is moved to failed/
     poll_s: float = 5.0  # --watch: seconds between inbox scans

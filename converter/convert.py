@@ -3,7 +3,7 @@
 :func:`convert_archive` never modifies its input. It writes the output into a
 private staging directory inside the output directory (``OUT/.staging/``;
 the writer's own ``NAME.tmp`` there is renamed to ``NAME`` by finalize),
-verifies it (:mod:`converter.verify`), and only then links it to
+verifies it (:mod:`hyperframes.converter.verify`), and only then links it to
 ``OUT/NAME`` and fsyncs the directory. Any failure removes the staging
 directory: no output, and an error naming the file, stream, frame and rule.
 
@@ -38,18 +38,23 @@ from typing import Any, Final, Protocol
 
 import numpy as np
 
-from converter import __version__
-from converter._camera import CameraTrack, describe
-from converter._layout import Block, source_blocks
-from converter.config import ConvertConfig
-from converter.errors import ConversionError, ConverterError, InputError, OutputExistsError
-from converter.plan import StreamPlan, Treatment, config_key, plan_streams
-from converter.verify import VerifyReport, stored_sizes, verify_conversion
-from hyperframes._io import fsync_dir, safe_dir
+from hyperframes.converter import __version__
+from hyperframes.converter._camera import CameraTrack, describe
+from hyperframes.converter._layout import Block, source_blocks
+from hyperframes.converter.config import ConvertConfig
+from hyperframes.converter.errors import (
+    ConversionError,
+    ConverterError,
+    InputError,
+    OutputExistsError,
+)
+from hyperframes.converter.plan import StreamPlan, Treatment, config_key, plan_streams
+from hyperframes.converter.verify import VerifyReport, stored_sizes, verify_conversion
 from hyperframes.errors import CorruptFileError, HyperframesError
-from hyperframes.layout import FrameFlags
+from hyperframes.format.layout import FrameFlags
+from hyperframes.format.streams import FileMetadata, StreamInfo
 from hyperframes.reader import HyperframeReader
-from hyperframes.streams import FileMetadata, StreamInfo
+from hyperframes.storage.local import fsync_dir, safe_dir
 from hyperframes.writer import TMP_SUFFIX, HyperframeWriter, WriteFrame
 
 __all__ = [
@@ -243,7 +248,7 @@ def convert_archive(
     ``encoder`` overrides ``config.video.encoder`` for this run only (a Ray
     task placed on a host without NVENC runs ``x265``); the conversion record
     keeps the configured value and names the encoder that ran.
-    Raises :class:`~converter.errors.ConverterError` subclasses:
+    Raises :class:`~hyperframes.converter.errors.ConverterError` subclasses:
     :class:`InputError` (the input cannot be converted),
     :class:`VerificationError` (the output broke a rule),
     :class:`OutputExistsError`, :class:`ConversionError`.

@@ -1,6 +1,6 @@
 """Where conversions run: a local pool of fresh spawn processes, or Ray tasks on a cluster.
 
-Both engines run :func:`converter.task.run_task` on a JSON request and hand
+Both engines run :func:`hyperframes.converter.task.run_task` on a JSON request and hand
 back its JSON outcome; the batch treats them alike (``submit``, ``poll``,
 ``cancel_all``).
 
@@ -39,9 +39,9 @@ from multiprocessing.process import BaseProcess
 from pathlib import Path
 from typing import Any, Final, Protocol
 
-from converter.config import BatchConfig
-from converter.errors import ConfigError, MissingExtraError
-from converter.task import run_task
+from hyperframes.converter.config import BatchConfig
+from hyperframes.converter.errors import ConfigError, MissingExtraError
+from hyperframes.converter.task import run_task
 
 __all__ = [
     "Outcome",

@@ -97,7 +97,7 @@ class ConversionError(_AboutFrame):
 class VerificationError(_AboutFrame):
     """The converted output broke a rule; no output was published.
 
-    ``rule`` is one of :data:`converter.verify.RULES` or a bitstream rule of
+    ``rule`` is one of :data:`hyperframes.converter.verify.RULES` or a bitstream rule of
     :data:`hyperframes.video.rules.RULES`.
     """
 

@@ -1,7 +1,7 @@
 """Pure decisions: which stream gets which treatment, and the keys that name a conversion.
 
 Nothing here reads or writes files. :func:`plan_streams` turns a stream table
-and a :class:`~converter.config.ConvertConfig` into one :class:`StreamPlan` per
+and a :class:`~hyperframes.converter.config.ConvertConfig` into one :class:`StreamPlan` per
 stream; :func:`config_key` and :func:`marker_name` make the names the batch
 uses to recognise an input it has already converted (by content, never by
 file name).
@@ -17,12 +17,12 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Final
 
-from converter import __version__
-from converter.config import ConvertConfig
-from converter.errors import ConfigError
 from hyperframes._yamlconf import suggest as _suggest
-from hyperframes.codecs import CodecSpec
-from hyperframes.streams import SensorKind, StreamInfo
+from hyperframes.converter import __version__
+from hyperframes.converter.config import ConvertConfig
+from hyperframes.converter.errors import ConfigError
+from hyperframes.format.codecs import CodecSpec
+from hyperframes.format.streams import SensorKind, StreamInfo
 from hyperframes.writer import default_codec
 
 __all__ = [

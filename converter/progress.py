@@ -20,7 +20,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Any, Self
 
-from hyperframes._cliutil import TransferMeter
+from hyperframes.cli.common import TransferMeter
 
 __all__ = ["Tally", "BatchDisplay"]
 

@@ -1,6 +1,6 @@
 """Batch conversion from a bucket: ``hyperframes convert --inbox s3://... --out s3://...``.
 
-The bucket counterpart of :mod:`converter.batch`, with the same guarantees
+The bucket counterpart of :mod:`hyperframes.converter.batch`, with the same guarantees
 and the same engines (the local pool, or Ray tasks that read and write the
 bucket themselves, so the cluster needs no shared disk):
 
@@ -10,19 +10,19 @@ bucket themselves, so the cluster needs no shared disk):
 - an input whose marker exists is skipped; the ETag marker lets a re-run
   skip without downloading anything;
 - before a task starts, the batch takes the output name's lease
-  (:mod:`converter.leases`); a name leased by another converter is deferred
+  (:mod:`hyperframes.converter.leases`); a name leased by another converter is deferred
   (in ``--watch``, retried on later scans), so two converters on one inbox
   convert each input once;
 - each task converts on its worker's own disk and publishes through a
-  staging key (:mod:`converter.remote_task`); at start, and on every scan,
+  staging key (:mod:`hyperframes.converter.remote_task`); at start, and on every scan,
   the batch deletes staging keys whose owner no longer holds its lease;
 - failed inputs (fault ``input`` or ``verify``) are copied to
   ``INBOX/failed/NAME`` with ``NAME.reason.json``, then deleted from the inbox;
 - every result is one JSON object under ``OUT/ledger/`` (S3 has no append),
-  named so that key order is time order (:mod:`converter.bucket_ledger`).
+  named so that key order is time order (:mod:`hyperframes.converter.bucket_ledger`).
 
 The command line's side (``hyperframes convert`` with URLs, ``--show-ledger``)
-is :mod:`converter.remote_cli`.
+is :mod:`hyperframes.converter.remote_cli`.
 """
 
 from __future__ import annotations
@@ -36,18 +36,25 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from converter.batch import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, _Ledger, _now_iso, _Stop
-from converter.bucket import Bucket, BucketError, as_url
-from converter.bucket_keys import Layout, ScanEntry, lease_state, scan_objects
-from converter.bucket_ledger import BucketLedger
-from converter.config import ConvertConfig
-from converter.engines import Engine, Outcome, make_engine
-from converter.errors import ConfigError
-from converter.leases import acquire
-from converter.plan import config_key
-from converter.progress import BatchDisplay, Tally
-from converter.remote_task import make_bucket_request, move_to_failed
-from hyperframes.objstore import list_urls, split_s3_url
+from hyperframes.converter.batch import (
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    _Ledger,
+    _now_iso,
+    _Stop,
+)
+from hyperframes.converter.bucket import Bucket, BucketError, as_url
+from hyperframes.converter.bucket_keys import Layout, ScanEntry, lease_state, scan_objects
+from hyperframes.converter.bucket_ledger import BucketLedger
+from hyperframes.converter.config import ConvertConfig
+from hyperframes.converter.engines import Engine, Outcome, make_engine
+from hyperframes.converter.errors import ConfigError
+from hyperframes.converter.leases import acquire
+from hyperframes.converter.plan import config_key
+from hyperframes.converter.progress import BatchDisplay, Tally
+from hyperframes.converter.remote_task import make_bucket_request, move_to_failed
+from hyperframes.storage.objects import list_urls, split_s3_url
 
 __all__ = ["BucketOptions", "run_bucket_batch", "sweep_staging_keys"]
 
@@ -403,7 +410,7 @@ class _Batch:
 
 def run_bucket_batch(opts: BucketOptions, *, display: BatchDisplay | None = None) -> int:
     """Run a bucket batch (see the module docstring); returns the exit status like
-    :func:`converter.batch.run_batch`."""
+    :func:`hyperframes.converter.batch.run_batch`."""
     _check(opts)
     display = display or BatchDisplay(quiet=opts.quiet)
     tally = Tally()

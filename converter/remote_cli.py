@@ -1,5 +1,5 @@
 """``hyperframes convert`` with ``s3://`` URLs, and ``--show-ledger``: arguments to
-:func:`converter.remote_batch.run_bucket_batch`, errors as one line."""
+:func:`hyperframes.converter.remote_batch.run_bucket_batch`, errors as one line."""
 
 from __future__ import annotations
 
@@ -8,12 +8,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from converter.batch import EXIT_FAILED, EXIT_OK, LEDGER_FILE, ledger_records
-from converter.bucket import as_url
-from converter.bucket_ledger import read_ledger
-from converter.config import ConvertConfig
-from converter.errors import ConfigError
-from converter.remote_batch import BucketOptions, run_bucket_batch
+from hyperframes.converter.batch import EXIT_FAILED, EXIT_OK, LEDGER_FILE, ledger_records
+from hyperframes.converter.bucket import as_url
+from hyperframes.converter.bucket_ledger import read_ledger
+from hyperframes.converter.config import ConvertConfig
+from hyperframes.converter.errors import ConfigError
+from hyperframes.converter.remote_batch import BucketOptions, run_bucket_batch
 from hyperframes.errors import HyperframesError
 
 __all__ = ["main"]

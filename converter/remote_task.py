@@ -1,22 +1,22 @@
 """One bucket input, converted by one worker: download, convert locally, upload, publish.
 
-:func:`run_bucket_task` is what :func:`converter.task.run_task` runs for a
+:func:`run_bucket_task` is what :func:`hyperframes.converter.task.run_task` runs for a
 request made by :func:`make_bucket_request` (JSON in, JSON out, on the local
 pool or as a Ray task: every byte goes through the bucket, so a Ray cluster
 needs no shared disk). The worker holds the lease the batch took for the
-output name (:mod:`converter.leases`) and renews it while it runs. Steps:
+output name (:mod:`hyperframes.converter.leases`) and renews it while it runs. Steps:
 
 1. download the input into a private temporary directory on the worker's
    own disk (``If-Match`` the ETag listed), hashing it on the way;
 2. a marker for its SHA-256 and config key: ``skipped`` (and the ETag marker
    written); an output under the final key that is this input's verified
    conversion: adopted; any other: the input fails (``converter``);
-3. :func:`converter.convert.convert_archive` into the temporary directory:
+3. :func:`hyperframes.converter.convert.convert_archive` into the temporary directory:
    converted and verified locally exactly like a local batch;
 4. upload to ``OUT/.staging/OWNER/NAME``, re-read it and compare size and
    SHA-256 with the local file;
 5. check the lease, copy the staging key to ``OUT/NAME`` only if that key is
-   absent (:meth:`converter.bucket.Bucket.copy_if_absent`), HEAD it;
+   absent (:meth:`hyperframes.converter.bucket.Bucket.copy_if_absent`), HEAD it;
 6. write the markers, delete the staging key, release the lease.
 
 A worker killed at any step leaves at most a staging key (swept by the next
@@ -37,16 +37,27 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final
 
-from converter import __version__
-from converter.bucket import CHANGED, Bucket, BucketError, KeyExistsError, LeaseLostError
-from converter.bucket_keys import Layout
-from converter.config import ConvertConfig, parse_config
-from converter.convert import PhaseProgress, conversion_record, convert_archive, file_sha256
-from converter.errors import ConversionError, OutputExistsError
-from converter.leases import Lease
-from converter.task import _error, _fault
-from hyperframes.objstore import split_s3_url
+from hyperframes.converter import __version__
+from hyperframes.converter.bucket import (
+    CHANGED,
+    Bucket,
+    BucketError,
+    KeyExistsError,
+    LeaseLostError,
+)
+from hyperframes.converter.bucket_keys import Layout
+from hyperframes.converter.config import ConvertConfig, parse_config
+from hyperframes.converter.convert import (
+    PhaseProgress,
+    conversion_record,
+    convert_archive,
+    file_sha256,
+)
+from hyperframes.converter.errors import ConversionError, OutputExistsError
+from hyperframes.converter.leases import Lease
+from hyperframes.converter.task import _error, _fault
 from hyperframes.reader import HyperframeReader
+from hyperframes.storage.objects import split_s3_url
 from hyperframes.verify import verify_file
 
 __all__ = [
@@ -172,7 +183,7 @@ class _Job:
         self.name: str = req.get("name") or self.in_key.rpartition("/")[2]
         self.final = self.layout.final(self.name)
         self.owner: str = req["owner"]
-        from converter.plan import config_key  # noqa: PLC0415
+        from hyperframes.converter.plan import config_key  # noqa: PLC0415
 
         self.key = config_key(config)
 

@@ -29,24 +29,24 @@ import traceback
 from pathlib import Path
 from typing import Any, Final
 
-from converter import __version__
-from converter.config import ConvertConfig, parse_config
-from converter.convert import (
+from hyperframes.converter import __version__
+from hyperframes.converter.config import ConvertConfig, parse_config
+from hyperframes.converter.convert import (
     PhaseProgress,
     Progress,
     conversion_record,
     convert_archive,
     file_sha256,
 )
-from converter.errors import (
+from hyperframes.converter.errors import (
     ConverterError,
     InputError,
     OutputExistsError,
     VerificationError,
 )
-from converter.plan import config_key, marker_name
-from hyperframes._io import safe_dir, write_atomic
+from hyperframes.converter.plan import config_key, marker_name
 from hyperframes.reader import HyperframeReader
+from hyperframes.storage.local import safe_dir, write_atomic
 from hyperframes.verify import verify_file
 
 __all__ = [
@@ -89,7 +89,10 @@ def make_request(
 def write_json_atomic(
     path: Path, doc: dict[str, Any], *, replace: bool = True, dir_fd: int | None = None
 ) -> None:
-    """Write ``doc`` to ``path`` as JSON with :func:`hyperframes._io.write_atomic` (no links)."""
+    """Write ``doc`` to ``path`` as JSON, atomically, following no link.
+
+    (:func:`hyperframes.storage.local.write_atomic`)
+    """
     data = (json.dumps(doc, indent=1, sort_keys=True) + "\n").encode()
     write_atomic(path, data, replace=replace, dir_fd=dir_fd)
 
@@ -242,8 +245,10 @@ def run_task(request: str, progress: PhaseProgress | None = None) -> str:
     """Run one request (see :func:`make_request`); returns the outcome as JSON text."""
     req = json.loads(request)
     _inject_fault(req["input"])
-    if req.get("kind") == "bucket":  # an input and output in a bucket (converter.remote_task)
-        from converter.remote_task import run_bucket_task  # noqa: PLC0415
+    if (
+        req.get("kind") == "bucket"
+    ):  # an input and output in a bucket (hyperframes.converter.remote_task)
+        from hyperframes.converter.remote_task import run_bucket_task  # noqa: PLC0415
 
         return run_bucket_task(request, progress)
     try:

@@ -2,7 +2,7 @@
 
 :func:`verify_conversion` opens the finished (not yet published) output next
 to its input and checks, in this order, every rule of :data:`RULES`; the
-first broken rule raises :class:`~converter.errors.VerificationError` naming
+first broken rule raises :class:`~hyperframes.converter.errors.VerificationError` naming
 the file, the stream, the frame and the rule. It reads both files frame by
 frame (memory stays bounded) and decodes camera frames by random access, as
 a training loader would:
@@ -38,12 +38,12 @@ from typing import Any, Final
 
 import numpy as np
 
-from converter._camera import source_rgb
-from converter._layout import source_blocks
-from converter.config import ConvertConfig
-from converter.errors import VerificationError
-from converter.plan import StreamPlan
-from hyperframes.layout import FrameFlags
+from hyperframes.converter._camera import source_rgb
+from hyperframes.converter._layout import source_blocks
+from hyperframes.converter.config import ConvertConfig
+from hyperframes.converter.errors import VerificationError
+from hyperframes.converter.plan import StreamPlan
+from hyperframes.format.layout import FrameFlags
 from hyperframes.reader import HyperframeReader
 from hyperframes.verify import verify_file
 from hyperframes.video import (
@@ -210,8 +210,8 @@ def verify_conversion(
     """Check ``output`` against ``source`` (see the module docstring); raises on the first problem.
 
     ``encoded``: per camera name, the R'G'B' mean squared error of every indexed
-    frame measured at encode time (:attr:`converter._camera.CameraTrack.codec_mse`);
-    ``encoded_by``: per camera, how (:attr:`converter._camera.CameraTrack.checked_by`).
+    frame measured at encode time (:attr:`hyperframes.converter._camera.CameraTrack.codec_mse`);
+    ``encoded_by``: per camera, how (:attr:`hyperframes.converter._camera.CameraTrack.checked_by`).
     Errors name the input file (the output has no name of its own yet).
     """
     path = os.fspath(source.path)

@@ -29,7 +29,6 @@ use, so ``import hyperframes`` stays cheap.
 
 from typing import TYPE_CHECKING, Any
 
-from hyperframes.codecs import CodecSpec
 from hyperframes.errors import (
     ChecksumError,
     CorruptFileError,
@@ -40,9 +39,10 @@ from hyperframes.errors import (
     RecoveryError,
     UnsupportedVersionError,
 )
-from hyperframes.layout import FrameFlags
-from hyperframes.streams import FileMetadata, SensorKind, StreamInfo, TimestampSource
-from hyperframes.windows import window_end, window_of, window_start
+from hyperframes.format.codecs import CodecSpec
+from hyperframes.format.layout import FrameFlags
+from hyperframes.format.streams import FileMetadata, SensorKind, StreamInfo, TimestampSource
+from hyperframes.format.windows import window_end, window_of, window_start
 
 if TYPE_CHECKING:
     from hyperframes.drive import Drive, open_drive
@@ -51,7 +51,7 @@ if TYPE_CHECKING:
     from hyperframes.verify import verify_file
     from hyperframes.writer import HyperframeWriter
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 
 # imported on first use (module __getattr__): name -> module
 _LAZY = {

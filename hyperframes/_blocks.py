@@ -17,19 +17,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hyperframes._checks import (
+from hyperframes._structure import read_header, read_meta
+from hyperframes.errors import CorruptFileError
+from hyperframes.format.checks import (
     off_window,
     overlap,
     payload_problem,
     range_problem,
     window_id_problem,
 )
-from hyperframes._crc import crc32c
-from hyperframes._io import Fd, file_size, pread_exact
-from hyperframes._meta import Meta
-from hyperframes._structure import read_header, read_meta
-from hyperframes.errors import CorruptFileError
-from hyperframes.layout import (
+from hyperframes.format.crc import crc32c
+from hyperframes.format.layout import (
     ALIGN,
     AUX_DTYPE,
     BLOCK_RECORD_SIZE,
@@ -38,7 +36,9 @@ from hyperframes.layout import (
     WINDOW_DTYPE,
     BlockRecord,
 )
-from hyperframes.streams import StreamInfo
+from hyperframes.format.meta import Meta
+from hyperframes.format.streams import StreamInfo
+from hyperframes.storage.source import Fd, file_size, pread_exact
 
 __all__ = ["BlockScan", "scan_blocks", "END_OF_FILE"]
 

@@ -13,18 +13,15 @@ from typing import Final
 
 import numpy as np
 
-from hyperframes._checks import overlap, range_problem, span_problem
-from hyperframes._crc import crc32c
-from hyperframes._io import Fd, pread_exact
-from hyperframes._io import file_size as _file_size
-from hyperframes._meta import MAX_META_SIZE, Meta, decode_meta, stream_ids
 from hyperframes.errors import (
     ChecksumError,
     CorruptFileError,
     NotFinalizedError,
     UnsupportedVersionError,
 )
-from hyperframes.layout import (
+from hyperframes.format.checks import overlap, range_problem, span_problem
+from hyperframes.format.crc import crc32c
+from hyperframes.format.layout import (
     ALIGN,
     AUX_DTYPE,
     HEADER_SIZE,
@@ -36,6 +33,9 @@ from hyperframes.layout import (
     Header,
     HeaderFlags,
 )
+from hyperframes.format.meta import MAX_META_SIZE, Meta, decode_meta, stream_ids
+from hyperframes.storage.source import Fd, pread_exact
+from hyperframes.storage.source import file_size as _file_size
 
 _LITTLE_ENDIAN: Final = int(HeaderFlags.LITTLE_ENDIAN)  # plain int: IntFlag ops cost ~1 us
 
@@ -165,12 +165,12 @@ def load_structure(
     With ``windows=False`` the window table is left for :func:`load_windows`
     (a reader that only looks frames up by time never needs it); the
     structure then holds an empty one. With ``lazy_streams`` each stream
-    table entry is validated on its first use (:class:`~hyperframes._meta.StreamTable`).
+    table entry is validated on its first use (:class:`~hyperframes.format.meta.StreamTable`).
     With ``defer_entries`` open proves only what the stream slices rely on
     (the stream column sorted, every entry naming a known stream); the rest
     of each entry (payload range and alignment, time order, no overlap) is
     the caller's: :func:`check_entries` before a second frame, and
-    :func:`~hyperframes._checks.span_problem` of its entry / a stream's own
+    :func:`~hyperframes.format.checks.span_problem` of its entry / a stream's own
     time order for the one read before it. ``file_size``: the caller's
     ``fstat`` of ``fd``, when it has one.
     """

@@ -19,7 +19,7 @@ optional string tags, a JSON payload, and how much to keep around it
 
 Everything here is pure apart from :func:`read_event_log` and
 :func:`read_file_events`; the recorder's writing side is
-:mod:`recorder.eventlog`.
+:mod:`hyperframes.recorder.events.log`.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from hyperframes.errors import HyperframesError
-from hyperframes.streams import SensorKind, StreamInfo, TimestampSource, check_json_value
+from hyperframes.format.streams import SensorKind, StreamInfo, TimestampSource, check_json_value
 
 __all__ = [
     "EVENT_STREAM_ID",

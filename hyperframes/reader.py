@@ -19,12 +19,6 @@ from typing import Literal, Self
 
 import numpy as np
 
-from hyperframes import search
-from hyperframes._checks import span_problem
-from hyperframes._crc import crc32c
-from hyperframes._io import Fd, aligned_empty, pread_into_aligned, pread_scratch
-from hyperframes._meta import StreamTable, stream_ids
-from hyperframes._split import default_threads
 from hyperframes._structure import (
     Structure,
     check_entries,
@@ -33,12 +27,19 @@ from hyperframes._structure import (
     load_structure,
     load_windows,
 )
-from hyperframes.codecs import CodecError, decode_aligned
 from hyperframes.errors import ChecksumError, CorruptFileError, FrameNotFoundError
-from hyperframes.layout import CODEC_MASK, FrameFlags, Header
-from hyperframes.objstore import RemoteFile, is_url
-from hyperframes.streams import FileMetadata, StreamInfo
-from hyperframes.windows import window_end, window_start
+from hyperframes.format import search
+from hyperframes.format.buffers import aligned_empty, scratch
+from hyperframes.format.checks import span_problem
+from hyperframes.format.codecs import CodecError, decode_aligned
+from hyperframes.format.crc import crc32c
+from hyperframes.format.layout import CODEC_MASK, FrameFlags, Header
+from hyperframes.format.meta import StreamTable, stream_ids
+from hyperframes.format.split import default_threads
+from hyperframes.format.streams import FileMetadata, StreamInfo
+from hyperframes.format.windows import window_end, window_start
+from hyperframes.storage.objects import RemoteFile, is_url
+from hyperframes.storage.source import Fd, pread_into
 
 __all__ = ["HyperframeReader", "Frame", "Hyperframe", "Mode"]
 
@@ -48,6 +49,20 @@ _DECODE_MASK = CODEC_MASK | int(FrameFlags.SHUFFLED)  # plain ints: enum ops cos
 _WINDOW_OF_ZERO = (1 << 64) - 1  # window -1 (a frame stamped 0) in the uint64 window keys
 # an index row as a tuple: stream_id, flags, stream_index, timestamp_ns, offset, size, crc32c
 _Row = tuple[int, int, int, int, int, int, int]
+
+
+def pread_into_aligned(fd: Fd, size: int, offset: int) -> np.ndarray:
+    """``size`` bytes at ``offset`` in a fresh 64-byte-aligned array (shorter at end of file)."""
+    return pread_into(fd, aligned_empty(size), offset)
+
+
+def pread_scratch(fd: Fd, size: int, offset: int) -> np.ndarray:
+    """Like :func:`pread_into_aligned`, into this thread's scratch buffer.
+
+    For bytes that are only decoded from: the next call in the same thread
+    overwrites them (:func:`hyperframes.format.buffers.scratch`).
+    """
+    return pread_into(fd, scratch(size), offset)
 
 
 @dataclass(frozen=True, slots=True)
@@ -599,7 +614,7 @@ class HyperframeReader:
     def window_table(self) -> np.ndarray:
         """The window table: one row per window block, sorted by window id (read-only).
 
-        A structured WINDOW_DTYPE array (:mod:`hyperframes.layout`) with the
+        A structured WINDOW_DTYPE array (:mod:`hyperframes.format.layout`) with the
         fields ``window_id`` (``k``: the window covers ``(k*L, (k+1)*L]``),
         ``payload_offset`` and ``payload_size`` (the byte range of the block's
         payloads), ``frame_count`` (frames stored in the block, quarantined

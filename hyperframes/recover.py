@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import BinaryIO
 
 from hyperframes._blocks import END_OF_FILE, BlockScan, scan_blocks
-from hyperframes._io import create_new, fsync_dir, rename_noreplace
 from hyperframes.errors import CorruptFileError, RecoveryError
-from hyperframes.timearg import format_utc
+from hyperframes.format.times import format_utc
+from hyperframes.storage.local import create_new, fsync_dir, rename_noreplace
 from hyperframes.verify import verify_file
 from hyperframes.writer import TMP_SUFFIX, write_trailer
 

@@ -23,7 +23,9 @@ import os
 import stat
 from pathlib import Path
 
-from hyperframes._io import (
+from hyperframes.errors import RecoveryError
+from hyperframes.recover import RecoveryReport, default_output, scan_recoverable
+from hyperframes.storage.local import (
     UnsafePathError,
     create_new,
     fsync_dir,
@@ -31,8 +33,6 @@ from hyperframes._io import (
     safe_dir,
     write_all,
 )
-from hyperframes.errors import RecoveryError
-from hyperframes.recover import RecoveryReport, default_output, scan_recoverable
 from hyperframes.verify import verify_file
 from hyperframes.writer import TMP_SUFFIX, write_trailer
 
@@ -51,7 +51,7 @@ def finish_in_place(
     and ``FileExistsError`` when ``NAME`` exists already (also when it appears
     meanwhile: the rename never replaces). The ``.tmp`` is never followed if
     it is a symbolic link, nor written if it has a second hard link or (with
-    ``owned``) belongs to another user: :class:`~hyperframes._io.UnsafePathError`.
+    ``owned``) belongs to another user: :class:`~hyperframes.storage.local.UnsafePathError`.
     The tail is written to a new file: ``tail_to``, or ``tail_to.1``, ...
     when that name is taken; never through a link.
     """

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 from PIL import Image, ImageFilter
 
-from hyperframes.layout import FrameFlags
-from hyperframes.streams import FileMetadata, SensorKind, StreamInfo, TimestampSource
+from hyperframes.format.layout import FrameFlags
+from hyperframes.format.streams import FileMetadata, SensorKind, StreamInfo, TimestampSource
 from hyperframes.writer import HyperframeWriter
 
 __all__ = [

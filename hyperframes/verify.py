@@ -19,14 +19,14 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from hyperframes._blocks import END_OF_FILE, scan_blocks
-from hyperframes._checks import overlap, payload_problem
-from hyperframes._crc import crc32c
-from hyperframes._io import Fd, pread_exact
 from hyperframes._structure import Structure, load_aux, load_quarantine, load_structure
 from hyperframes.errors import HyperframesError
-from hyperframes.layout import AUX_DTYPE, INDEX_DTYPE, QUARANTINE_DTYPE, FrameFlags
-from hyperframes.objstore import RemoteFile, is_url
-from hyperframes.streams import StreamInfo
+from hyperframes.format.checks import overlap, payload_problem
+from hyperframes.format.crc import crc32c
+from hyperframes.format.layout import AUX_DTYPE, INDEX_DTYPE, QUARANTINE_DTYPE, FrameFlags
+from hyperframes.format.streams import StreamInfo
+from hyperframes.storage.objects import RemoteFile, is_url
+from hyperframes.storage.source import Fd, pread_exact
 from hyperframes.writer import file_span
 
 __all__ = ["VerifyResult", "verify_file"]

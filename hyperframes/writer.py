@@ -23,11 +23,8 @@ from typing import NamedTuple, Self
 
 import numpy as np
 
-from hyperframes._checks import fits_block
-from hyperframes._crc import BytesLike, PayloadLike, byte_view, crc32c
-from hyperframes._io import copy_range, create_new, fsync_dir, rename_noreplace, write_all
-from hyperframes._meta import Meta, encode_meta, window_ns_problem
-from hyperframes.codecs import (
+from hyperframes.format.checks import fits_block
+from hyperframes.format.codecs import (
     BLOCK_SIZE,
     CODEC_BLOSC2,
     CODEC_LZ4,
@@ -40,7 +37,8 @@ from hyperframes.codecs import (
     encode_frame,
     preload,
 )
-from hyperframes.layout import (
+from hyperframes.format.crc import BytesLike, PayloadLike, byte_view, crc32c
+from hyperframes.format.layout import (
     ALIGN,
     AUX_DTYPE,
     BLOCK_RECORD_SIZE,
@@ -58,8 +56,10 @@ from hyperframes.layout import (
     HeaderFlags,
     pad_len,
 )
-from hyperframes.streams import FileMetadata, StreamInfo
-from hyperframes.windows import window_of
+from hyperframes.format.meta import Meta, encode_meta, window_ns_problem
+from hyperframes.format.streams import FileMetadata, StreamInfo
+from hyperframes.format.windows import window_of
+from hyperframes.storage.local import copy_range, create_new, fsync_dir, rename_noreplace, write_all
 
 __all__ = [
     "HyperframeWriter",

@@ -2,7 +2,7 @@
 sim.
 
 Registered through the ``hyperframes.commands`` entry point
-(``recorder.cli:register``), so the core ``hyperframes`` package never imports
+(``hyperframes.recorder.cli:register``), so the core ``hyperframes`` package never imports
 the recorder.
 """
 
@@ -17,9 +17,9 @@ __all__ = ["register"]
 
 
 def _record(args: argparse.Namespace) -> int:
-    from recorder.config import ConfigError, load_config  # noqa: PLC0415
-    from recorder.daemon import record_main  # noqa: PLC0415
-    from recorder.sdnotify import setup_logging  # noqa: PLC0415
+    from hyperframes.recorder.config import ConfigError, load_config  # noqa: PLC0415
+    from hyperframes.recorder.daemon import record_main  # noqa: PLC0415
+    from hyperframes.recorder.sdnotify import setup_logging  # noqa: PLC0415
 
     setup_logging(args.log_level, force=True)
     try:
@@ -35,9 +35,9 @@ def _record(args: argparse.Namespace) -> int:
 
 
 def _upload(args: argparse.Namespace) -> int:
-    from recorder.config import ConfigError, load_config  # noqa: PLC0415
-    from recorder.sdnotify import setup_logging  # noqa: PLC0415
-    from recorder.upload.main import upload_main  # noqa: PLC0415
+    from hyperframes.recorder.config import ConfigError, load_config  # noqa: PLC0415
+    from hyperframes.recorder.sdnotify import setup_logging  # noqa: PLC0415
+    from hyperframes.recorder.upload.main import upload_main  # noqa: PLC0415
 
     setup_logging(args.log_level, force=True)
     try:
@@ -49,20 +49,20 @@ def _upload(args: argparse.Namespace) -> int:
 
 
 def _check_config(args: argparse.Namespace) -> int:
-    from recorder.config import check_config_main  # noqa: PLC0415
+    from hyperframes.recorder.config import check_config_main  # noqa: PLC0415
 
     return check_config_main([str(args.file)])
 
 
 def _keygen(args: argparse.Namespace) -> int:
-    from recorder.curve import keygen_main  # noqa: PLC0415
+    from hyperframes.recorder.ingest.curve import keygen_main  # noqa: PLC0415
 
     return keygen_main(args)
 
 
 def _sim(args: argparse.Namespace) -> int:
-    from recorder.config import ConfigError, load_config  # noqa: PLC0415
-    from recorder.sim import run_sim  # type: ignore[import-not-found,unused-ignore]  # noqa: PLC0415
+    from hyperframes.recorder.config import ConfigError, load_config  # noqa: PLC0415
+    from hyperframes.recorder.sim import run_sim  # type: ignore[import-not-found,unused-ignore]  # noqa: PLC0415
 
     try:
         cfg = load_config(args.config)
@@ -75,8 +75,8 @@ def _sim(args: argparse.Namespace) -> int:
 
 def _mark(args: argparse.Namespace) -> int:
     from hyperframes.events import EventError, check_event_name  # noqa: PLC0415
-    from recorder.config import load_config  # noqa: PLC0415
-    from recorder.control import request  # noqa: PLC0415
+    from hyperframes.recorder.config import load_config  # noqa: PLC0415
+    from hyperframes.recorder.events.control import request  # noqa: PLC0415
 
     check_event_name(args.name)
     tags: dict[str, str] = {}

@@ -24,24 +24,29 @@ import numpy as np
 
 from hyperframes import _yamlconf as v
 from hyperframes._yamlconf import Section as _Section
-from hyperframes.codecs import (
+from hyperframes.format.codecs import (
     BLOCK_SIZE,
     DEFAULT_ARRAY_CODEC,
     MAX_BLOCK_SIZE,
     MIN_BLOCK_SIZE,
     CodecSpec,
 )
-from hyperframes.streams import (
+from hyperframes.format.streams import (
     KNOWN_ENCODINGS,
     PRECOMPRESSED_ENCODINGS,
     SensorKind,
     StreamInfo,
     TimestampSource,
 )
-from recorder.curve import CurveConfig, key_problems
-from recorder.errors import ConfigError
-from recorder.eventconfig import EventsConfig, check_buffer, check_event_streams, parse_events
-from recorder.upload.config import UploadConfig, parse_upload
+from hyperframes.recorder.errors import ConfigError
+from hyperframes.recorder.events.config import (
+    EventsConfig,
+    check_buffer,
+    check_event_streams,
+    parse_events,
+)
+from hyperframes.recorder.ingest.curve import CurveConfig, key_problems
+from hyperframes.recorder.upload.config import UploadConfig, parse_upload
 
 __all__ = [
     "ConfigError",
@@ -76,7 +81,7 @@ __all__ = [
 #: smaller files, which breaks the "most of the box free at 1x" budget; after
 #: the shuffle, plain LZ4 gets nearly all of the gain. So ``auto`` is LZ4 and
 #: LZ4HC stays one line of config away (``codec: lz4hc:3``). Since 0.3 ``auto``
-#: is ``blosc2-lz4`` (:data:`hyperframes.codecs.DEFAULT_ARRAY_CODEC`): the same
+#: is ``blosc2-lz4`` (:data:`hyperframes.format.codecs.DEFAULT_ARRAY_CODEC`): the same
 #: LZ4 and byte shuffle inside Blosc2 chunks, the size of ``lz4`` + shuffle,
 #: written and read faster (bench/README.md, "Codecs"); ``codec: lz4`` writes
 #: what 0.2 readers read.
@@ -95,7 +100,7 @@ class DiskConfig:
 
     ``retention``: ``all`` keeps every segment until room is needed;
     ``events`` (snapshot mode) keeps only what events protect plus the last
-    ``buffer_s`` seconds (:mod:`recorder.retention`).
+    ``buffer_s`` seconds (:mod:`hyperframes.recorder.events.retention`).
     """
 
     min_free_mb: int = 1024
@@ -123,7 +128,9 @@ class ZmqSocketConfig:
     socket: str = "pull"  # "pull" | "sub"
     bind: bool = True
     rcvhwm: int = 10000
-    curve: CurveConfig | None = None  # CURVE server keys and allowed clients (recorder.curve)
+    curve: CurveConfig | None = (
+        None  # CURVE server keys and allowed clients (hyperframes.recorder.ingest.curve)
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -253,7 +260,7 @@ class VehicleConfig:
 
     @property
     def max_payload_bytes(self) -> int:
-        """Largest accepted payload in bytes (for :mod:`recorder.wire`)."""
+        """Largest accepted payload in bytes (for :mod:`hyperframes.recorder.ingest.wire`)."""
         return int(self.max_payload_mb * _MB)
 
     def stream_infos(self) -> list[StreamInfo]:

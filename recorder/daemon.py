@@ -11,8 +11,8 @@ of named tasks on the event loop and one writer thread::
                      thread (order preserved); fsync cadence; finalize at the end
     keepalive        sd_notify WATCHDOG=1 and STATUS= from the event loop
     events           events (wire, rules, ``mark`` over the control socket) into the
-                     write queue, in order with the windows (:mod:`recorder.events`)
-    control          the control socket for ``hyperframes mark`` (:mod:`recorder.control`)
+                     write queue, in order with the windows (:mod:`.events.intake`)
+    control          the control socket for ``hyperframes mark`` (:mod:`.events.control`)
     ready            sd_notify READY=1 once sockets are bound (MQTT: subscribed,
                      or after a short wait)
 
@@ -43,33 +43,33 @@ from types import TracebackType
 from typing import Any, Self
 
 from hyperframes import __version__
-from hyperframes.codecs import preload
 from hyperframes.events import Event, EventError, SegmentSpan, event_stream_info, parse_event_body
-from hyperframes.layout import FrameFlags
-from hyperframes.streams import FileMetadata
-from hyperframes.windows import window_of
-from hyperframes.writer import HyperframeWriter, WriteFrame
-from recorder.config import VehicleConfig, exposure_warnings, file_problems
-from recorder.control import ControlServer
-from recorder.diskpolicy import decide, free_bytes
-from recorder.engine import ClosedWindow, WindowEngine
-from recorder.errors import ConfigError
-from recorder.events import EventIntake, EventStore
-from recorder.ingest import FrameRouter, IngestFrame
-from recorder.ingest_mqtt import MqttSource
-from recorder.ingest_zmq import ZmqSource
-from recorder.leftovers import DAMAGED_DIR, Outcome, recover_leftovers
-from recorder.metrics import (
+from hyperframes.format.codecs import preload
+from hyperframes.format.layout import FrameFlags
+from hyperframes.format.streams import FileMetadata
+from hyperframes.format.windows import window_of
+from hyperframes.recorder.config import VehicleConfig, exposure_warnings, file_problems
+from hyperframes.recorder.diskpolicy import decide, free_bytes
+from hyperframes.recorder.engine import ClosedWindow, WindowEngine
+from hyperframes.recorder.errors import ConfigError
+from hyperframes.recorder.events.control import ControlServer
+from hyperframes.recorder.events.intake import EventIntake, EventStore
+from hyperframes.recorder.events.retention import OnDisk, snapshot_expired
+from hyperframes.recorder.events.rules import RuleEngine
+from hyperframes.recorder.ingest.common import FrameRouter, IngestFrame
+from hyperframes.recorder.ingest.mqtt import MqttSource
+from hyperframes.recorder.ingest.zmq import ZmqSource
+from hyperframes.recorder.leftovers import DAMAGED_DIR, Outcome, recover_leftovers
+from hyperframes.recorder.metrics import (
     DropReason,
     PrometheusExporter,
     RecorderStats,
     start_prometheus_exporter,
 )
-from recorder.retention import OnDisk, snapshot_expired
-from recorder.rules import RuleEngine
-from recorder.sdnotify import Notifier
-from recorder.segments import RotationPolicy, list_segments, next_sequence, segment_name
-from recorder.upload.marks import uploaded_names
+from hyperframes.recorder.sdnotify import Notifier
+from hyperframes.recorder.segments import RotationPolicy, list_segments, next_sequence, segment_name
+from hyperframes.recorder.upload.marks import uploaded_names
+from hyperframes.writer import HyperframeWriter, WriteFrame
 
 __all__ = ["Recorder", "SegmentSink", "run_recorder", "record_main"]
 

@@ -12,7 +12,7 @@
 - ``delete-oldest``: finalized segments of this vehicle are deleted, oldest
   first, until the floor is met again; ``.tmp`` files, the segment being
   written and names matching ``disk.protected_glob`` are never deleted.
-  Segments that an event protects (:mod:`recorder.retention`) go last: every
+  Segments that an event protects (:mod:`hyperframes.recorder.events.retention`) go last: every
   unprotected segment is deleted first, oldest first, and a protected one only
   when that is not enough (the daemon logs each such deletion as an error and
   counts it). Among the unprotected (and among the protected), segments that

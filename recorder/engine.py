@@ -3,12 +3,12 @@
 Pure and synchronous: no I/O, no asyncio, no threads, and no clock is read
 here. The caller passes the host time (``host_ns``, a *monotonic* clock such
 as :func:`time.monotonic_ns`) with every call; frame timestamps are capture
-times on the global epoch grid of :mod:`hyperframes.windows` (window ``k``
+times on the global epoch grid of :mod:`hyperframes.format.windows` (window ``k``
 holds ``(k*L, (k+1)*L]``).
 
 Rules, in the order the engine applies them to a pushed frame:
 
-1. **Plausibility** (:mod:`recorder.clock`). The frame's offset from the host
+1. **Plausibility** (:mod:`hyperframes.recorder.clock`). The frame's offset from the host
    clock (``timestamp_ns - host_ns``) is judged against the offset the
    sensors agree on, never against a single frame: at start the engine holds
    frames for ``settle_ns`` (default: ``grace_ns``) and anchors on the
@@ -56,9 +56,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Generic, Protocol, TypeVar
 
-from hyperframes.windows import window_end, window_of, window_start
-from recorder.clock import ClockAnchor
-from recorder.errors import UnknownStreamError
+from hyperframes.format.windows import window_end, window_of, window_start
+from hyperframes.recorder.clock import ClockAnchor
+from hyperframes.recorder.errors import UnknownStreamError
 
 __all__ = [
     "TimedFrame",

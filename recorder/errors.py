@@ -33,7 +33,7 @@ class ConfigError(RecorderError, hf_errors.ConfigError):
 class WireError(RecorderError, ValueError):
     """A message that does not follow the wire protocol.
 
-    ``reason`` is one of :data:`recorder.wire.REASONS` (a stable, short label
+    ``reason`` is one of :data:`hyperframes.recorder.ingest.wire.REASONS` (a stable, short label
     for counters); ``detail`` says what exactly was found.
     """
 

@@ -20,10 +20,16 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from hyperframes._io import UnsafePathError, fsync_dir, rename_noreplace, safe_dir, write_new
 from hyperframes.errors import HyperframesError
+from hyperframes.recorder.metrics import RecorderStats
 from hyperframes.salvage import finish_in_place
-from recorder.metrics import RecorderStats
+from hyperframes.storage.local import (
+    UnsafePathError,
+    fsync_dir,
+    rename_noreplace,
+    safe_dir,
+    write_new,
+)
 
 __all__ = ["DAMAGED_DIR", "Outcome", "recover_leftovers"]
 

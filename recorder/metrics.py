@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hyperframes._install import install_hint
-from recorder.eventstats import EventStats, event_families
+from hyperframes.recorder.events.stats import EventStats, event_families
 
 __all__ = [
     "DropReason",
@@ -41,7 +41,7 @@ class DropReason(enum.StrEnum):
     """Why a frame was not written; the ``reason`` label of the drop counters.
 
     Any string is accepted as a reason; these are the ones the daemon adds to
-    the malformed-message reasons of :data:`recorder.wire.REASONS`
+    the malformed-message reasons of :data:`hyperframes.recorder.ingest.wire.REASONS`
     (``bad-magic``, ``truncated``, ``oversized``, ...), in the same spelling.
     """
 

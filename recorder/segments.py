@@ -4,7 +4,7 @@ A recording is a series of segment files in ``output_dir``, named
 
     {vehicle}_{YYYYmmddTHHMMSS}Z_{seq:06d}.hf
 
-(:mod:`hyperframes.naming`, which drives also use to read names back)
+(:mod:`hyperframes.format.naming`, which drives also use to read names back)
 
 with the UTC start of the segment's first window and a sequence number that
 keeps growing across daemon restarts. Names sort by time (same vehicle), and
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from hyperframes.naming import SUFFIX, SegmentName, parse_segment_name, segment_name
+from hyperframes.format.naming import SUFFIX, SegmentName, parse_segment_name, segment_name
 
 __all__ = [
     "SUFFIX",

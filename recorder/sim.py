@@ -3,7 +3,7 @@
 The simulator speaks to the recorder exactly as real drivers would, through
 the config's own transports:
 
-- ZMQ streams: one :class:`~recorder.publisher.ZmqPublisher` per configured
+- ZMQ streams: one :class:`~hyperframes.recorder.ingest.publisher.ZmqPublisher` per configured
   socket. The recorder binds PULL (the default), so the simulator connects a
   PUSH socket; a ``socket: sub`` recorder gets a PUB publisher (with
   ``XPUB_NODROP``, and a short pause after connecting so the subscription
@@ -66,13 +66,19 @@ from typing import Any, Final, Literal
 import numpy as np
 import zmq
 
-from hyperframes.streams import SensorKind, StreamInfo
+from hyperframes.format.streams import SensorKind, StreamInfo
+from hyperframes.recorder.cli import add_sim_arguments
+from hyperframes.recorder.config import (
+    ConfigError,
+    StreamConfig,
+    VehicleConfig,
+    ZmqSocketConfig,
+    load_config,
+)
+from hyperframes.recorder.errors import SimError, SimOptionError
+from hyperframes.recorder.ingest.curve import CurveClientKeys, client_keys, server_public_key_file
+from hyperframes.recorder.ingest.publisher import ZmqPublisher, encode_mqtt_payload
 from hyperframes.synth import make_generator
-from recorder.cli import add_sim_arguments
-from recorder.config import ConfigError, StreamConfig, VehicleConfig, ZmqSocketConfig, load_config
-from recorder.curve import CurveClientKeys, client_keys, server_public_key_file
-from recorder.errors import SimError, SimOptionError
-from recorder.publisher import ZmqPublisher, encode_mqtt_payload
 
 __all__ = [
     "REORDER_PROBABILITY",
@@ -307,7 +313,7 @@ def _mqtt_client(config: VehicleConfig) -> Any:
     # never the recorder's own client id: the broker would disconnect the recorder
     identifier = f"{mq.client_id or 'hyperframes-' + config.vehicle_id}-sim-{os.getpid()}"
     # aiomqtt warns about every pending publish beyond 10: expected when streaming
-    quiet = logging.getLogger("recorder.sim.mqtt")
+    quiet = logging.getLogger("hyperframes.recorder.sim.mqtt")
     quiet.setLevel(logging.ERROR)
     return aiomqtt.Client(
         mq.host, mq.port, username=mq.username, password=mq.read_password(),
@@ -664,7 +670,7 @@ def run_sim(config: VehicleConfig | str | Path, args: argparse.Namespace) -> int
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m recorder.sim --config FILE ...``."""
+    """``python -m hyperframes.recorder.sim --config FILE ...``."""
     parser = argparse.ArgumentParser(prog="hyperframes sim", description=__doc__.split("\n")[0])
     add_arguments(parser)
     args = parser.parse_args(argv)

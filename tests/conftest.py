@@ -20,8 +20,9 @@ def small_streams() -> list[StreamInfo]:
     return [
         StreamInfo(0, "cam", SensorKind.CAMERA, "jpeg", rate_hz=30.0),
         StreamInfo(1, "lidar", SensorKind.LIDAR, "xyzi-f32", rate_hz=10.0),
-        StreamInfo(2, "imu", SensorKind.IMU, "imu-f64", rate_hz=200.0, codec="zstd", level=1,
-                   shuffle=True),
+        StreamInfo(
+            2, "imu", SensorKind.IMU, "imu-f64", rate_hz=200.0, codec="zstd", level=1, shuffle=True
+        ),
     ]
 
 
@@ -54,12 +55,14 @@ def small_frames(seconds: float = 1.0) -> list[tuple[int, int, bytes]]:
 def write_file(tmp_path: Path) -> Callable[..., tuple[Path, list[tuple[int, int, bytes]]]]:
     """Write ``small_frames`` (or given frames) to a fresh file; returns (path, frames)."""
 
-    def write(name: str = "f.hf", frames: list[tuple[int, int, bytes]] | None = None,
-              **kwargs: object) -> tuple[Path, list[tuple[int, int, bytes]]]:
+    def write(
+        name: str = "f.hf", frames: list[tuple[int, int, bytes]] | None = None, **kwargs: object
+    ) -> tuple[Path, list[tuple[int, int, bytes]]]:
         frames = small_frames() if frames is None else frames
         path = tmp_path / name
-        meta = FileMetadata(vehicle_id="test-car", recorder_version="t", segment_seq=7,
-                            created_ns=T0)
+        meta = FileMetadata(
+            vehicle_id="test-car", recorder_version="t", segment_seq=7, created_ns=T0
+        )
         with HyperframeWriter(path, small_streams(), WINDOW_NS, meta, **kwargs) as w:  # type: ignore[arg-type]
             for sid, t, payload in frames:
                 w.append(sid, t, payload, receive_ns=t + 1000)

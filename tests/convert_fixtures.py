@@ -11,8 +11,8 @@ import numpy as np
 from PIL import Image
 
 from hyperframes import FileMetadata, FrameFlags, SensorKind, StreamInfo
+from hyperframes.format.windows import window_of
 from hyperframes.video.testing import moving_scene
-from hyperframes.windows import window_of
 from hyperframes.writer import HyperframeWriter, WriteFrame
 
 T0 = 1_735_689_600_000_000_000

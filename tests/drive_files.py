@@ -17,8 +17,8 @@ from pathlib import Path
 import numpy as np
 
 from hyperframes import FileMetadata, FrameFlags, SensorKind, StreamInfo
-from hyperframes.naming import segment_name
-from hyperframes.windows import window_of
+from hyperframes.format.naming import segment_name
+from hyperframes.format.windows import window_of
 from hyperframes.writer import HyperframeWriter, WriteFrame
 
 WINDOW_NS = 100_000_000

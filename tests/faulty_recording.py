@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from hyperframes import FileMetadata, FrameFlags
-from hyperframes.windows import window_of
+from hyperframes.format.windows import window_of
 from hyperframes.writer import HyperframeWriter, WriteFrame
 
 from conftest import T0, WINDOW_NS, lidar_sweep, small_streams

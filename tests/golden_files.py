@@ -17,10 +17,10 @@ T0 = 1_000_000_000_000
 
 STREAMS = [
     StreamInfo(3, "cam", SensorKind.CAMERA, "h265", rate_hz=20.0),
-    StreamInfo(7, "imu", SensorKind.IMU, "imu-f64", rate_hz=100.0, codec="zstd", level=3,
-               shuffle=True),
-    StreamInfo(9, "can", SensorKind.CAN, "bytes", timestamp_source="host", codec="lz4hc",
-               level=9),
+    StreamInfo(
+        7, "imu", SensorKind.IMU, "imu-f64", rate_hz=100.0, codec="zstd", level=3, shuffle=True
+    ),
+    StreamInfo(9, "can", SensorKind.CAN, "bytes", timestamp_source="host", codec="lz4hc", level=9),
 ]
 META = FileMetadata("golden-car", "golden", 42, T0)
 
@@ -42,8 +42,9 @@ def frames() -> list[tuple[int, int, bytes, int]]:
 
 def write(path: Path, finalize: bool = True) -> None:
     """Write the golden recording to ``path`` (finalized, or left as ``path.tmp``)."""
-    w = HyperframeWriter(path, STREAMS, WINDOW_NS, META, threads=1,
-                         codecs={7: CodecSpec("zstd", 3, True)})
+    w = HyperframeWriter(
+        path, STREAMS, WINDOW_NS, META, threads=1, codecs={7: CodecSpec("zstd", 3, True)}
+    )
     for sid, t, payload, flags in frames():
         w.append(sid, t, payload, flags=flags, receive_ns=t + 500_000)
     if finalize:

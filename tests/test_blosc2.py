@@ -1,4 +1,4 @@
-"""Codec 5: Blosc2 chunks in blocks (``hyperframes._blosc2``), the default for arrays.
+"""Codec 5: Blosc2 chunks in blocks (``hyperframes.format.blosc2``), the default for arrays.
 
 Round trips at every thread count and item size, the writer's fallbacks
 (frames stored whole, runs c-blosc2 would store as special values, no
@@ -16,9 +16,8 @@ import numpy as np
 import pytest
 
 from hyperframes import CorruptFileError
-from hyperframes import _blosc2 as b2
-from hyperframes._payload_blocks import parse
-from hyperframes.codecs import (
+from hyperframes.format import blosc2 as b2
+from hyperframes.format.codecs import (
     CODEC_BLOSC2,
     CODEC_LZ4,
     CODEC_LZ4_BLOCKS,
@@ -31,7 +30,8 @@ from hyperframes.codecs import (
     decoded_size,
     encode_frame,
 )
-from hyperframes.layout import FrameFlags, HeaderFlags
+from hyperframes.format.layout import FrameFlags, HeaderFlags
+from hyperframes.format.payload_blocks import parse
 from hyperframes.reader import HyperframeReader
 from hyperframes.verify import verify_file
 from hyperframes.writer import HyperframeWriter, default_codec
@@ -185,8 +185,14 @@ def test_files_with_blosc2_frames_read_verify_and_say_so(tmp_path: Path) -> None
     raw = bytearray(path.read_bytes())
     with HyperframeReader(path) as r:
         e = r.index[0]
-    struct.pack_into("<i", raw, int(e["offset"]) + _chunk_at(bytes(raw[int(e["offset"]) :
-                     int(e["offset"]) + int(e["size"])])) + 4, 1 << 20)  # CRC left stale
+    struct.pack_into(
+        "<i",
+        raw,
+        int(e["offset"])
+        + _chunk_at(bytes(raw[int(e["offset"]) : int(e["offset"]) + int(e["size"])]))
+        + 4,
+        1 << 20,
+    )  # CRC left stale
     path.write_bytes(bytes(raw))
     with HyperframeReader(path, verify=False) as r, pytest.raises(CorruptFileError, match="blosc2"):
         r.read("lidar", T0)

@@ -11,15 +11,20 @@ from pathlib import Path
 
 import pytest
 
-from hyperframes.cli import main
-from hyperframes.layout import HEADER_SIZE
+from hyperframes.cli.main import main
+from hyperframes.format.layout import HEADER_SIZE
 
 import golden_files as g
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "hyperframes.cli", *args],
-                          capture_output=True, text=True, timeout=120, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "hyperframes.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
 
 
 def test_synth_info_verify(tmp_path: Path) -> None:
@@ -31,7 +36,11 @@ def test_synth_info_verify(tmp_path: Path) -> None:
     doc = json.loads(r.stdout)
     assert doc["windows"] == 20 and doc["frames"] == sum(s["frames"] for s in doc["streams"])
     assert {s["name"]: s["frames"] for s in doc["streams"]} == {
-        "cam_front": 61, "cam_rear": 60, "lidar_top": 20, "imu": 400}
+        "cam_front": 61,
+        "cam_rear": 60,
+        "lidar_top": 20,
+        "imu": 400,
+    }
     r = run("verify", str(out))
     assert r.returncode == 0 and r.stdout.startswith("OK ")
     stored = sum(s["stored_bytes"] for s in doc["streams"]) / 1e6
@@ -39,22 +48,33 @@ def test_synth_info_verify(tmp_path: Path) -> None:
     assert abs(mb - stored) <= 0.05  # every payload byte checked, and said so
 
 
-def test_the_console_script_exits_with_the_commands_code_and_a_frozen_heap(
-        tmp_path: Path) -> None:
+def test_the_console_script_exits_with_the_commands_code_and_a_frozen_heap(tmp_path: Path) -> None:
     """``console`` (the installed script and ``python -m``) exits with main's code after
     freezing the heap, so the interpreter skips its last collections; exit handlers and
     buffered output still run (the handler below prints after main returned)."""
-    probe = ("import atexit, gc, sys\n"
-             "from hyperframes import cli\n"
-             "atexit.register(lambda: print('frozen', gc.get_freeze_count() > 0))\n"
-             "sys.argv = ['hyperframes', *sys.argv[1:]]\n"
-             "cli.console()\n")
+    probe = (
+        "import atexit, gc, sys\n"
+        "from hyperframes.cli import main as cli\n"
+        "atexit.register(lambda: print('frozen', gc.get_freeze_count() > 0))\n"
+        "sys.argv = ['hyperframes', *sys.argv[1:]]\n"
+        "cli.console()\n"
+    )
     out = tmp_path / "c.hf"
-    r = subprocess.run([sys.executable, "-c", probe, "synth", str(out), "--seconds", "1", "-q"],
-                       capture_output=True, text=True, timeout=120, check=False)
+    r = subprocess.run(
+        [sys.executable, "-c", probe, "synth", str(out), "--seconds", "1", "-q"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert r.returncode == 0 and out.exists() and r.stdout.endswith("frozen True\n"), r.stderr
-    r = subprocess.run([sys.executable, "-c", probe, "synth", str(out), "--seconds", "1", "-q"],
-                       capture_output=True, text=True, timeout=120, check=False)
+    r = subprocess.run(
+        [sys.executable, "-c", probe, "synth", str(out), "--seconds", "1", "-q"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert r.returncode == 2 and "frozen True" in r.stdout  # the file exists: main's code
 
 

@@ -1,4 +1,4 @@
-"""Timestamp plausibility (recorder.clock) and its use by the engine: pure, host time passed in."""
+"""Timestamp plausibility (recorder.clock) and its use by the engine: pure, host time given."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_engine import BASE, CAM, IMU, K0, LIDAR, MS, Frame, L, S, carried, frame, rig
 
-from recorder.clock import ClockAnchor, pick_anchor
-from recorder.engine import WindowEngine
+from hyperframes.recorder.clock import ClockAnchor, pick_anchor
+from hyperframes.recorder.engine import WindowEngine
 
 JUMP = 10 * S
 

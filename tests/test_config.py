@@ -1,4 +1,4 @@
-"""Vehicle config loading and validation (recorder.config)."""
+"""Vehicle config loading and validation (hyperframes.recorder.config)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from hyperframes.codecs import CodecSpec
-from hyperframes.streams import SensorKind, TimestampSource
-from recorder.config import (
+from hyperframes.format.codecs import CodecSpec
+from hyperframes.format.streams import SensorKind, TimestampSource
+from hyperframes.recorder.config import (
     ConfigError,
     VehicleConfig,
     check_config_main,

@@ -14,13 +14,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from converter._layout import source_blocks
-from converter.config import ConvertConfig, VerifyConfig, VideoConfig
-from converter.convert import convert_archive, sweep_staging
-from converter.errors import ConfigError, InputError, OutputExistsError, VerificationError
-from converter.plan import plan_streams
-from converter.verify import psnr, verify_conversion
 from hyperframes import CodecSpec, FrameFlags, SensorKind, StreamInfo
+from hyperframes.converter._layout import source_blocks
+from hyperframes.converter.config import ConvertConfig, VerifyConfig, VideoConfig
+from hyperframes.converter.convert import convert_archive, sweep_staging
+from hyperframes.converter.errors import (
+    ConfigError,
+    InputError,
+    OutputExistsError,
+    VerificationError,
+)
+from hyperframes.converter.plan import plan_streams
+from hyperframes.converter.verify import psnr, verify_conversion
 from hyperframes.reader import HyperframeReader
 from hyperframes.video import VideoStream, check_stored_stream, create_decoder, decode_jpeg
 from hyperframes.video.testing import moving_scene
@@ -55,14 +60,23 @@ def converted(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, obj
 def test_output_is_published_verified_and_alone(converted: tuple[Path, Path, object]) -> None:
     src, out, _ = converted
     assert leftovers(out.parent) == ["seg.hf"]  # no staging directory, no .tmp
-    r = subprocess.run([sys.executable, "-m", "hyperframes.cli", "verify", str(out)],
-                       capture_output=True, text=True, check=False)
+    r = subprocess.run(
+        [sys.executable, "-m", "hyperframes.cli", "verify", str(out)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert r.returncode == 0, r.stderr
     with HyperframeReader(out) as o, HyperframeReader(src) as s:
         assert o.window_ids.tolist() == s.window_ids.tolist()
         assert o.missing == s.missing and len(o.missing) == 1
         assert {sid: st.encoding for sid, st in o.streams.items()} == {
-            0: "h265", 1: "h265", 10: "xyzi-f32", 11: "imu-f64", 12: "bytes"}
+            0: "h265",
+            1: "h265",
+            10: "xyzi-f32",
+            11: "imu-f64",
+            12: "bytes",
+        }
         assert o.stream("lidar").codec == "zstd" and o.stream("lidar").shuffle
         assert o.stream("can").codec == "zstd" and not o.stream("can").shuffle
         cam = o.stream("cam0")
@@ -80,11 +94,16 @@ def test_every_non_camera_stream_round_trips_byte_for_byte(
             assert len(a) == len(b) > 0
             for fa, fb in zip(a, b, strict=True):
                 assert (fa.timestamp_ns, fa.stream_index, fa.flags & 0xF) == (
-                    fb.timestamp_ns, fb.stream_index, fb.flags & 0xF)
+                    fb.timestamp_ns,
+                    fb.stream_index,
+                    fb.flags & 0xF,
+                )
                 assert fa.tobytes() == fb.tobytes()
         # timestamps, stream indices and receive times of every stream, cameras included
-        assert np.array_equal(s.index[["stream_id", "stream_index", "timestamp_ns"]],
-                              o.index[["stream_id", "stream_index", "timestamp_ns"]])
+        assert np.array_equal(
+            s.index[["stream_id", "stream_index", "timestamp_ns"]],
+            o.index[["stream_id", "stream_index", "timestamp_ns"]],
+        )
         assert np.array_equal(s.aux(), o.aux())
 
 
@@ -129,8 +148,9 @@ def test_h265_streams_follow_every_rule_and_idr_grid(converted: tuple[Path, Path
 
 
 @pytest.mark.skipif(shutil.which("ffmpeg") is None, reason="ffmpeg CLI not installed")
-def test_a_second_decoder_reads_the_stream(converted: tuple[Path, Path, object],
-                                           tmp_path: Path) -> None:
+def test_a_second_decoder_reads_the_stream(
+    converted: tuple[Path, Path, object], tmp_path: Path
+) -> None:
     """FFmpeg's own CLI decodes the concatenated access units to the same pictures."""
     _, out, _ = converted
     with HyperframeReader(out) as o:
@@ -151,8 +171,9 @@ def test_a_second_decoder_reads_the_stream(converted: tuple[Path, Path, object],
 def test_absurd_psnr_floor_fails_cleanly_and_leaves_nothing(tmp_path: Path) -> None:
     src = write_archive(tmp_path / "a.hf", 0.5, late=False, quarantined=False)
     before = digest(src)
-    cfg = ConvertConfig(video=VideoConfig(x265_preset="ultrafast"),
-                        verify=VerifyConfig(psnr_floor_db=99.0))
+    cfg = ConvertConfig(
+        video=VideoConfig(x265_preset="ultrafast"), verify=VerifyConfig(psnr_floor_db=99.0)
+    )
     with pytest.raises(VerificationError) as e:
         convert_archive(src, tmp_path / "out", cfg)
     err = e.value
@@ -176,15 +197,19 @@ def test_keep_leaves_a_stream_exactly_as_it_was(tmp_path: Path) -> None:
 
 
 def test_raw_rgb_camera_is_encoded_too(tmp_path: Path) -> None:
-    streams = [StreamInfo(0, "cam", SensorKind.CAMERA, "raw-rgb", rate_hz=30.0,
-                          extra={"width": 64, "height": 48})]
+    streams = [
+        StreamInfo(
+            0, "cam", SensorKind.CAMERA, "raw-rgb", rate_hz=30.0, extra={"width": 64, "height": 48}
+        )
+    ]
     pics = moving_scene(64, 48, 9, seed=3)
     with HyperframeWriter(tmp_path / "raw.hf", streams, WINDOW_NS) as w:
         for i, p in enumerate(pics):
             w.append(0, T0 + 1 + i * 33_333_333, p)
     # R'G'B' PSNR includes the 4:2:0 chroma loss at the square's sharp red edges
-    result = convert_archive(tmp_path / "raw.hf", tmp_path / "out", FAST.with_overrides(
-        psnr_floor_db=30.0))
+    result = convert_archive(
+        tmp_path / "raw.hf", tmp_path / "out", FAST.with_overrides(psnr_floor_db=30.0)
+    )
     assert result.streams[0].treatment == "h265"
     assert result.streams[0].quality is not None and result.streams[0].quality["psnr_min_db"] > 30
 
@@ -235,8 +260,9 @@ def test_sweep_removes_only_abandoned_staging(tmp_path: Path) -> None:
     assert (staging / "alive").exists() and not (staging / "dead").exists()
 
 
-def rewrite(src: Path, dst: Path, mutate: Callable[[str, int | None, WriteFrame],
-                                                     WriteFrame | None]) -> None:
+def rewrite(
+    src: Path, dst: Path, mutate: Callable[[str, int | None, WriteFrame], WriteFrame | None]
+) -> None:
     """Copy ``src`` block by block through the writer, ``mutate(stream, position, frame)``
     may return a changed WriteFrame (position: the frame's index within its stream)."""
     with HyperframeReader(src) as r:
@@ -250,9 +276,15 @@ def rewrite(src: Path, dst: Path, mutate: Callable[[str, int | None, WriteFrame]
                 for e in block.entries.tolist():
                     f = r.frame_at(e) if e >= 0 else r.quarantined_frame(-e - 1)
                     extra = aux[e] if e >= 0 else q[-e - 1]
-                    wf = WriteFrame(f.stream_id, f.timestamp_ns, f.data, f.flags & 0xF,
-                                    f.stream_index, int(extra["receive_ns"]),
-                                    int(extra["duration_ns"]))
+                    wf = WriteFrame(
+                        f.stream_id,
+                        f.timestamp_ns,
+                        f.data,
+                        f.flags & 0xF,
+                        f.stream_index,
+                        int(extra["receive_ns"]),
+                        int(extra["duration_ns"]),
+                    )
                     pos = e - firsts[f.stream_id] if e >= 0 else None
                     frames.append(mutate(r.streams[f.stream_id].name, pos, wf) or wf)
                 w.write_window(block.window_id, frames, missing=block.missing)
@@ -261,18 +293,26 @@ def rewrite(src: Path, dst: Path, mutate: Callable[[str, int | None, WriteFrame]
 @pytest.mark.parametrize(
     ("rule", "mutate"),
     [
-        ("keyframe_flag", lambda s, i, f: f._replace(flags=f.flags | 1) if s == "cam0" and i == 1
-         else None),
-        ("lossless_bytes", lambda s, i, f: f._replace(payload=np.zeros(6, "<f8"))
-         if s == "imu" and i == 5 else None),
+        (
+            "keyframe_flag",
+            lambda s, i, f: f._replace(flags=f.flags | 1) if s == "cam0" and i == 1 else None,
+        ),
+        (
+            "lossless_bytes",
+            lambda s, i, f: (
+                f._replace(payload=np.zeros(6, "<f8")) if s == "imu" and i == 5 else None
+            ),
+        ),
         ("aux", lambda s, i, f: f._replace(receive_ns=1) if s == "lidar" and i == 2 else None),
-        ("flags", lambda s, i, f: f._replace(flags=f.flags ^ 2) if s == "can" and i == 3
-         else None),
+        ("flags", lambda s, i, f: f._replace(flags=f.flags ^ 2) if s == "can" and i == 3 else None),
     ],
 )
-def test_verification_catches_a_doctored_output(converted: tuple[Path, Path, object],
-                                                tmp_path: Path, rule: str,
-                                                mutate: Callable[..., WriteFrame | None]) -> None:
+def test_verification_catches_a_doctored_output(
+    converted: tuple[Path, Path, object],
+    tmp_path: Path,
+    rule: str,
+    mutate: Callable[..., WriteFrame | None],
+) -> None:
     src, out, _ = converted
     bad = tmp_path / "bad.hf"
     rewrite(out, bad, mutate)

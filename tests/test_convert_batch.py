@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from converter.batch import BatchOptions, ledger_records, run_batch, scan_inbox
-from converter.config import ConvertConfig, load_config
-from converter.errors import BusyError
+from hyperframes.converter.batch import BatchOptions, ledger_records, run_batch, scan_inbox
+from hyperframes.converter.config import ConvertConfig, load_config
+from hyperframes.converter.errors import BusyError
 from hyperframes.reader import HyperframeReader
 from hyperframes.verify import verify_file
 
@@ -83,12 +83,18 @@ def test_bad_inputs_move_aside_the_rest_converts_and_a_rerun_skips_all(
     assert status == 1  # some input failed
     assert files(out) == [".convert.lock", ".markers", "good0.hf", "good1.hf", "ledger.jsonl"]
     assert files(inbox) == ["failed", "good0.hf", "good1.hf"]  # inputs stay where they are
-    assert files(inbox / "failed") == ["corrupt.hf", "corrupt.hf.reason.json", "cut.hf.tmp",
-                                       "cut.hf.tmp.reason.json"]
+    assert files(inbox / "failed") == [
+        "corrupt.hf",
+        "corrupt.hf.reason.json",
+        "cut.hf.tmp",
+        "cut.hf.tmp.reason.json",
+    ]
     reason = json.loads((inbox / "failed" / "corrupt.hf.reason.json").read_text())
     assert reason["fault"] == "input" and "corrupt.hf" in reason["reason"]
-    assert "not finalized" in json.loads((inbox / "failed" / "cut.hf.tmp.reason.json").read_text())[
-        "reason"]
+    assert (
+        "not finalized"
+        in json.loads((inbox / "failed" / "cut.hf.tmp.reason.json").read_text())["reason"]
+    )
     for name in ("good0.hf", "good1.hf"):
         assert verify_file(out / name).ok
     first = ledger_records(out / "ledger.jsonl")
@@ -98,7 +104,7 @@ def test_bad_inputs_move_aside_the_rest_converts_and_a_rerun_skips_all(
     shutil.copy(inbox / "good0.hf", inbox / "same-bytes-new-name.hf")  # known by content
     status = run_batch(BatchOptions(out=out, config=cfg, inbox=inbox, quiet=True))
     assert status == 0
-    second = ledger_records(out / "ledger.jsonl")[len(first):]
+    second = ledger_records(out / "ledger.jsonl")[len(first) :]
     assert [r["status"] for r in second] == ["skipped"] * 3
     assert {p.name: p.stat().st_mtime_ns for p in out.glob("*.hf")} == mtimes
     assert not (out / "same-bytes-new-name.hf").exists()
@@ -106,16 +112,21 @@ def test_bad_inputs_move_aside_the_rest_converts_and_a_rerun_skips_all(
     # another config (a different marker key) converts again, into another directory
     other = tmp_path / "out-k1"
     cfg_k1 = cfg.with_overrides(keep=["lidar"])
-    assert run_batch(BatchOptions(out=other, config=cfg_k1, inputs=(inbox / "good1.hf",),
-                                  quiet=True)) == 0
+    assert (
+        run_batch(BatchOptions(out=other, config=cfg_k1, inputs=(inbox / "good1.hf",), quiet=True))
+        == 0
+    )
     assert [r["status"] for r in ledger_records(other / "ledger.jsonl")] == ["converted"]
 
 
 def test_named_inputs_are_never_moved(tmp_path: Path) -> None:
     bad = tmp_path / "bad.hf"
     bad.write_bytes(b"\0" * 1000)
-    status = run_batch(BatchOptions(out=tmp_path / "out", config=load_config(config(tmp_path)),
-                                    inputs=(bad,), quiet=True))
+    status = run_batch(
+        BatchOptions(
+            out=tmp_path / "out", config=load_config(config(tmp_path)), inputs=(bad,), quiet=True
+        )
+    )
     assert status == 1 and bad.exists()
     (rec,) = ledger_records(tmp_path / "out" / "ledger.jsonl")
     assert rec["status"] == "failed" and "moved_to" not in rec
@@ -127,13 +138,17 @@ def test_recent_files_are_deferred_not_touched(tmp_path: Path) -> None:
     write_archive(d / "fresh.hf", 0.3, late=False, quarantined=False)
     (d / "upload.hf.tmp").write_bytes(b"half an upload")
     entries = scan_inbox(d, settle_s=60, stale_tmp_s=3600, now=time.time())
-    assert [(e.path.name, e.action) for e in entries] == [("fresh.hf", "defer"),
-                                                         ("upload.hf.tmp", "defer")]
+    assert [(e.path.name, e.action) for e in entries] == [
+        ("fresh.hf", "defer"),
+        ("upload.hf.tmp", "defer"),
+    ]
     cfg = ConvertConfig().with_overrides(encoder="x265")
     assert run_batch(BatchOptions(out=tmp_path / "out", config=cfg, inbox=d, quiet=True)) == 0
     assert files(d) == ["fresh.hf", "upload.hf.tmp"]
     assert [r["status"] for r in ledger_records(tmp_path / "out" / "ledger.jsonl")] == [
-        "deferred", "deferred"]
+        "deferred",
+        "deferred",
+    ]
 
 
 def test_one_batch_per_output_directory(tmp_path: Path) -> None:
@@ -174,12 +189,16 @@ def test_kill_9_mid_batch_then_rerun_completes_without_duplicates(tmp_path: Path
         write_archive(d / f"r{i}.hf", 1.5, cameras=2, width=192, height=128, seed=i)
     out = tmp_path / "out"
     cfg = config(tmp_path, CONFIG.replace("workers: 2", "workers: 1"))
-    proc = subprocess.Popen(cli("--inbox", d, "--out", out, "--config", cfg, "-q"),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        cli("--inbox", d, "--out", out, "--config", cfg, "-q"),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     try:
         # wait until one archive is published and the next one is being written
-        wait_for(lambda: len(list(out.glob("*.hf"))) >= 1 and any(
-            (out / ".staging").rglob("*.tmp")))
+        wait_for(
+            lambda: len(list(out.glob("*.hf"))) >= 1 and any((out / ".staging").rglob("*.tmp"))
+        )
         kids = children(proc.pid)
         assert kids
         proc.send_signal(signal.SIGKILL)
@@ -192,8 +211,13 @@ def test_kill_9_mid_batch_then_rerun_completes_without_duplicates(tmp_path: Path
     assert [p for p in (out / ".staging").rglob("*") if p.is_file() and p.name != ".lock"]
     published = {p.name for p in out.glob("*.hf")}
 
-    r = subprocess.run(cli("--inbox", d, "--out", out, "--config", cfg, "-q"),
-                       capture_output=True, text=True, check=False, timeout=300)
+    r = subprocess.run(
+        cli("--inbox", d, "--out", out, "--config", cfg, "-q"),
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr
     assert sorted(p.name for p in out.glob("*.hf")) == ["r0.hf", "r1.hf", "r2.hf"]
     assert not (out / ".staging").exists() and not list(out.rglob("*.tmp"))
@@ -213,10 +237,18 @@ def test_watch_converts_arrivals_and_stops_on_sigterm(tmp_path: Path) -> None:
     d = tmp_path / "inbox"
     d.mkdir()
     out = tmp_path / "out"
-    cfg = config(tmp_path, CONFIG.replace("settle_s: 0", "settle_s: 0.5").replace(
-        "stale_tmp_s: 0", "stale_tmp_s: 3600"))
-    proc = subprocess.Popen(cli("--inbox", d, "--out", out, "--config", cfg, "--watch", "-q"),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    cfg = config(
+        tmp_path,
+        CONFIG.replace("settle_s: 0", "settle_s: 0.5").replace(
+            "stale_tmp_s: 0", "stale_tmp_s: 3600"
+        ),
+    )
+    proc = subprocess.Popen(
+        cli("--inbox", d, "--out", out, "--config", cfg, "--watch", "-q"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         write_archive(tmp_path / "a.hf", 0.4, late=False, quarantined=False)
         (tmp_path / "a.hf").rename(d / "a.hf")  # an upload that lands whole
@@ -232,12 +264,14 @@ def test_watch_converts_arrivals_and_stops_on_sigterm(tmp_path: Path) -> None:
     assert proc.returncode == 0, stderr
     records = ledger_records(out / "ledger.jsonl")
     assert [(Path(r["input"]).name, r["status"]) for r in records] == [
-        ("a.hf", "converted"), ("c.hf", "converted")]
+        ("a.hf", "converted"),
+        ("c.hf", "converted"),
+    ]
 
 
 def test_an_output_whose_marker_was_lost_is_adopted_not_redone(tmp_path: Path) -> None:
     """The window between publishing an output and writing its marker (kill -9 there)."""
-    from converter.task import MARKERS_DIR, process_input
+    from hyperframes.converter.task import MARKERS_DIR, process_input
 
     src = write_archive(tmp_path / "m.hf", 0.4, late=False, quarantined=False)
     out = tmp_path / "out"

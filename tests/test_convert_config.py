@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from converter.config import ConvertConfig, load_config, parse_config
-from converter.errors import ConfigError
-from converter.plan import Treatment, config_key, marker_name, plan_stream, plan_streams
 from hyperframes import SensorKind, StreamInfo
+from hyperframes.converter.config import ConvertConfig, load_config, parse_config
+from hyperframes.converter.errors import ConfigError
+from hyperframes.converter.plan import Treatment, config_key, marker_name, plan_stream, plan_streams
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -26,8 +26,13 @@ def test_empty_or_missing_sections_mean_defaults() -> None:
 
 
 def test_round_trip_through_a_document() -> None:
-    cfg = parse_config({"video": {"encoder": "x265", "quality": 23, "k": 1, "threads": 2},
-                        "batch": {"workers": 3}, "keep": ["cam_front", 7]})
+    cfg = parse_config(
+        {
+            "video": {"encoder": "x265", "quality": 23, "k": 1, "threads": 2},
+            "batch": {"workers": 3},
+            "keep": ["cam_front", 7],
+        }
+    )
     assert cfg.keep == ("cam_front", "7")
     assert parse_config(cfg.to_dict()) == cfg
 
@@ -37,15 +42,21 @@ def test_round_trip_through_a_document() -> None:
     [
         ({"vidoe": {}}, "vidoe: unknown key; did you mean 'video'? (allowed here: video, "),
         ({"video": {"encodr": "x265"}}, "video.encodr: unknown key; did you mean 'encoder'?"),
-        ({"video": {"encoder": "nvec"}},
-         "video.encoder: 'nvec' is not allowed; did you mean 'nvenc'? "
-         "(allowed: auto, nvenc, x265)"),
+        (
+            {"video": {"encoder": "nvec"}},
+            "video.encoder: 'nvec' is not allowed; did you mean 'nvenc'? "
+            "(allowed: auto, nvenc, x265)",
+        ),
         ({"video": {"quality": 60}}, "video.quality: must be 0..51, got 60"),
         ({"video": {"quality": "high"}}, "video.quality: must be an integer 0..51, got a string"),
-        ({"video": {"x265_preset": "P4"}}, "video.x265_preset: 'P4' is not allowed (allowed: "
-                                           "ultrafast, superfast"),
-        ({"video": {"nvenc_preset": "p4"}}, "video.nvenc_preset: 'p4' is not allowed; did you "
-                                            "mean 'P4'?"),
+        (
+            {"video": {"x265_preset": "P4"}},
+            "video.x265_preset: 'P4' is not allowed (allowed: ultrafast, superfast",
+        ),
+        (
+            {"video": {"nvenc_preset": "p4"}},
+            "video.nvenc_preset: 'p4' is not allowed; did you mean 'P4'?",
+        ),
         ({"video": {"k": 0}}, "video.k: must be 1..100000, got 0"),
         ({"lossless": {"zstd_level": 23}}, "lossless.zstd_level: must be 1..22, got 23"),
         ({"verify": {"psnr_floor_db": -1}}, "verify.psnr_floor_db: must be >= 0 and <= 200"),
@@ -82,7 +93,11 @@ def test_yaml_problems_name_the_line(tmp_path: Path) -> None:
 def test_overrides_are_validated_like_keys() -> None:
     cfg = ConvertConfig().with_overrides(encoder="x265", workers=2, keep=["b"], psnr_floor_db=30)
     assert (cfg.video.encoder, cfg.batch.workers, cfg.keep, cfg.verify.psnr_floor_db) == (
-        "x265", 2, ("b",), 30.0)
+        "x265",
+        2,
+        ("b",),
+        30.0,
+    )
     with pytest.raises(ConfigError, match=r"--workers: must be 1\.\.4096, got 0"):
         ConvertConfig().with_overrides(workers=0)
 
@@ -119,27 +134,39 @@ def test_marker_keys_depend_on_output_settings_only() -> None:
         marker_name("../x", "k")
 
 
-def test_cli_reports_config_errors_with_exit_2(tmp_path: Path,
-                                               capsys: pytest.CaptureFixture[str]) -> None:
-    from converter.cli import main
+def test_cli_reports_config_errors_with_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from hyperframes.converter.cli import main
 
     bad = tmp_path / "c.yaml"
     bad.write_text("video:\n  presett: fast\n")
     assert main(["--config", str(bad), "--check-config"]) == 2
     err = capsys.readouterr().err
     assert "c.yaml: video.presett: unknown key" in err and "x265_preset" in err
-    assert main(["--config", str(ROOT / "configs" / "convert-example.yaml"), "--check-config",
-                 "--workers", "2"]) == 0
+    assert (
+        main(
+            [
+                "--config",
+                str(ROOT / "configs" / "convert-example.yaml"),
+                "--check-config",
+                "--workers",
+                "2",
+            ]
+        )
+        == 0
+    )
     assert '"workers": 2' in capsys.readouterr().out
     assert main([str(tmp_path)]) == 2  # no --out
     assert "--out DIR is required" in capsys.readouterr().err
 
 
-def test_ray_missing_says_which_extra(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
-                                      capsys: pytest.CaptureFixture[str]) -> None:
+def test_ray_missing_says_which_extra(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     import sys
 
-    from converter.cli import main
+    from hyperframes.converter.cli import main
 
     monkeypatch.setitem(sys.modules, "ray", None)  # as if hyperframes-sensors[cluster] were absent
     src = tmp_path / "x.hf"

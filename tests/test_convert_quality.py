@@ -11,9 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from converter.config import ConvertConfig, VerifyConfig, VideoConfig
-from converter.convert import convert_archive
-from converter.errors import VerificationError
+from hyperframes.converter.config import ConvertConfig, VerifyConfig, VideoConfig
+from hyperframes.converter.convert import convert_archive
+from hyperframes.converter.errors import VerificationError
 from hyperframes.reader import HyperframeReader
 from hyperframes.video import VideoStream, create_decoder, to_yuv420
 from hyperframes.video.encode import EncoderSettings
@@ -131,7 +131,7 @@ def test_a_lone_first_frame_gets_no_idr_of_its_own(tmp_path: Path) -> None:
 
 def test_synth_demo_converts_at_the_defaults_and_noisy_fails(tmp_path: Path) -> None:
     """The README tour: `hyperframes synth` then `hyperframes convert`, all defaults."""
-    from hyperframes.cli import main as hf_main
+    from hyperframes.cli.main import main as hf_main
 
     assert hf_main(["synth", str(tmp_path / "demo.hf"), "--seconds", "1", "-q"]) == 0
     assert hf_main(["convert", str(tmp_path / "demo.hf"), "--out", str(tmp_path / "out"), "-q",

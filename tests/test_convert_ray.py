@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from converter.batch import BatchOptions, ledger_records, run_batch
-from converter.config import parse_config
-from converter.task import FAULT_ENV
+from hyperframes.converter.batch import BatchOptions, ledger_records, run_batch
+from hyperframes.converter.config import parse_config
+from hyperframes.converter.task import FAULT_ENV
 from hyperframes.verify import verify_file
 
 from convert_fixtures import write_archive
@@ -47,8 +47,12 @@ def test_ray_batch_retries_a_lost_worker_and_reports_a_bad_input(
     write_archive(inbox / "crash.hf", 0.5, late=False)
     write_archive(inbox / "fine.hf", 0.5, seed=2)
     (inbox / "corrupt.hf").write_bytes(b"HFRM" + b"\x01" * 700)
-    cfg = parse_config({"video": {"x265_preset": "ultrafast"},
-                        "batch": {"settle_s": 0, "ray_num_cpus": 1, "ray_max_retries": 2}})
+    cfg = parse_config(
+        {
+            "video": {"x265_preset": "ultrafast"},
+            "batch": {"settle_s": 0, "ray_num_cpus": 1, "ray_max_retries": 2},
+        }
+    )
     out = tmp_path / "out"
     status = run_batch(BatchOptions(out=out, config=cfg, inbox=inbox, ray="auto", quiet=True))
     assert status == 1
@@ -57,9 +61,14 @@ def test_ray_batch_retries_a_lost_worker_and_reports_a_bad_input(
         assert verify_file(out / name).ok
     records = {Path(r["input"]).name: r for r in ledger_records(out / "ledger.jsonl")}
     assert {n: r["status"] for n, r in records.items()} == {
-        "crash.hf": "converted", "fine.hf": "converted", "corrupt.hf": "failed"}
+        "crash.hf": "converted",
+        "fine.hf": "converted",
+        "corrupt.hf": "failed",
+    }
     assert records["corrupt.hf"]["fault"] == "input"  # an application error: not retried
     assert records["fine.hf"]["engine"] == "auto"
     assert sorted(p.name for p in (inbox / "failed").iterdir()) == [
-        "corrupt.hf", "corrupt.hf.reason.json"]
+        "corrupt.hf",
+        "corrupt.hf.reason.json",
+    ]
     assert not list(out.rglob("*.tmp")) and not (out / ".staging").exists()

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from fastcrc import crc32 as fast
 
-from hyperframes import _crc
+from hyperframes.format import crc as _crc
 
 
 @pytest.mark.parametrize("impl", [icrar.crc32c, fast.iscsi, _crc.crc32c])

@@ -1,7 +1,7 @@
 """The recorder daemon end to end: real sockets, real files, real signals.
 
-In-process tests run :class:`recorder.daemon.Recorder` on an event loop and
-publish from a thread with the real :class:`recorder.publisher.ZmqPublisher`;
+In-process tests run :class:`hyperframes.recorder.daemon.Recorder` on an event loop and
+publish from a thread with the real :class:`hyperframes.recorder.ingest.publisher.ZmqPublisher`;
 subprocess tests run ``python -m hyperframes.cli record`` and signal it.
 """
 
@@ -25,14 +25,14 @@ import yaml
 import zmq
 
 from hyperframes.reader import HyperframeReader
+from hyperframes.recorder.config import VehicleConfig, parse_config
+from hyperframes.recorder.daemon import Recorder
+from hyperframes.recorder.ingest.publisher import ZmqPublisher, encode_mqtt_payload
+from hyperframes.recorder.ingest.wire import zmq_frames
+from hyperframes.recorder.metrics import DropReason
+from hyperframes.recorder.segments import list_segments, parse_segment_name
 from hyperframes.recover import recover
 from hyperframes.verify import verify_file
-from recorder.config import VehicleConfig, parse_config
-from recorder.daemon import Recorder
-from recorder.metrics import DropReason
-from recorder.publisher import ZmqPublisher, encode_mqtt_payload
-from recorder.segments import list_segments, parse_segment_name
-from recorder.wire import zmq_frames
 
 sys.path.insert(0, str(Path(__file__).parent))
 from mqtt_broker import free_port, mqtt_broker  # noqa: F401

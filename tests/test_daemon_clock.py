@@ -8,10 +8,10 @@ from pathlib import Path
 
 from hyperframes import FrameFlags
 from hyperframes.reader import HyperframeReader
-from recorder.config import VehicleConfig, parse_config
-from recorder.daemon import Recorder
-from recorder.publisher import ZmqPublisher
-from recorder.segments import list_segments
+from hyperframes.recorder.config import VehicleConfig, parse_config
+from hyperframes.recorder.daemon import Recorder
+from hyperframes.recorder.ingest.publisher import ZmqPublisher
+from hyperframes.recorder.segments import list_segments
 
 from mqtt_broker import free_port
 
@@ -77,8 +77,9 @@ def test_late_and_jumping_frames_are_kept_and_flagged(tmp_path: Path) -> None:
             (r.streams[int(e["stream_id"])].name, int(e["timestamp_ns"])): int(e["flags"])
             for e in (*r.index, *r.quarantine())
         }
-        quarantined = {(r.streams[int(e["stream_id"])].name, int(e["timestamp_ns"]))
-                       for e in r.quarantine()}
+        quarantined = {
+            (r.streams[int(e["stream_id"])].name, int(e["timestamp_ns"])) for e in r.quarantine()
+        }
         windows = r.window_count()
         # quarantined stamps stay out of the index, the windows and the header span
         assert r.start_ns <= min(int(t) for t in r.index["timestamp_ns"])

@@ -20,14 +20,14 @@ from test_daemon import config_dict, daemon, payload_for, recorded, traffic, wai
 
 from hyperframes import FrameFlags, StreamInfo
 from hyperframes.reader import HyperframeReader
+from hyperframes.recorder.config import parse_config
+from hyperframes.recorder.daemon import Recorder
+from hyperframes.recorder.ingest.publisher import ZmqPublisher
+from hyperframes.recorder.leftovers import DAMAGED_DIR
+from hyperframes.recorder.metrics import DropReason
+from hyperframes.recorder.segments import list_segments, segment_name
 from hyperframes.verify import verify_file
 from hyperframes.writer import HyperframeWriter
-from recorder.config import parse_config
-from recorder.daemon import Recorder
-from recorder.leftovers import DAMAGED_DIR
-from recorder.metrics import DropReason
-from recorder.publisher import ZmqPublisher
-from recorder.segments import list_segments, segment_name
 
 from mqtt_broker import free_port
 

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from hyperframes.reader import HyperframeReader
-from recorder.config import parse_config
-from recorder.daemon import Recorder
-from recorder.publisher import encode_mqtt_payload
-from recorder.segments import list_segments
+from hyperframes.recorder.config import parse_config
+from hyperframes.recorder.daemon import Recorder
+from hyperframes.recorder.ingest.publisher import encode_mqtt_payload
+from hyperframes.recorder.segments import list_segments
 
 from mqtt_broker import BrokerUnavailable, free_port, mosquitto
 

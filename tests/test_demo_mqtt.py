@@ -18,9 +18,9 @@ import pytest
 import yaml
 
 from hyperframes.reader import HyperframeReader
+from hyperframes.recorder.config import load_config
+from hyperframes.recorder.segments import list_segments
 from hyperframes.verify import verify_file
-from recorder.config import load_config
-from recorder.segments import list_segments
 
 from mqtt_broker import mqtt_broker  # noqa: F401 - a fixture
 

@@ -270,8 +270,9 @@ def _image_root(tmp_path: Path) -> Path:
     (root / "etc" / "passwd").write_text("root:x:0:0:root:/root:/bin/bash\n")
     (root / "etc" / "group").write_text("root:x:0:\n")
     for name in ("shadow", "gshadow"):
-        (root / "etc" / name).write_text("root:*:19000:0:99999:7:::\n" if name == "shadow"
-                                         else "root:*::\n")
+        (root / "etc" / name).write_text(
+            "root:*:19000:0:99999:7:::\n" if name == "shadow" else "root:*::\n"
+        )
         (root / "etc" / name).chmod(0o600)
     (root / "usr" / "bin").mkdir(parents=True)
     (root / "usr" / "bin" / "python3").symlink_to("/usr/bin/python3")
@@ -307,8 +308,10 @@ def test_install_refuses_a_root_that_is_no_image(tmp_path: Path) -> None:
 @pytest.mark.slow
 @pytest.mark.systemd
 @pytest.mark.skipif(os.geteuid() != 0, reason="install.sh needs root (file owners, useradd)")
-@pytest.mark.skipif(shutil.which("systemctl") is None or not Path("/usr/bin/python3").exists(),
-                    reason="needs systemctl and /usr/bin/python3 (Debian: systemd, python3)")
+@pytest.mark.skipif(
+    shutil.which("systemctl") is None or not Path("/usr/bin/python3").exists(),
+    reason="needs systemctl and /usr/bin/python3 (Debian: systemd, python3)",
+)
 def test_install_into_an_image_root_without_systemd(tmp_path: Path) -> None:
     """The whole install into an image root: no running systemd there, nothing started.
 
@@ -318,8 +321,16 @@ def test_install_into_an_image_root_without_systemd(tmp_path: Path) -> None:
     # the demo config: vehicle-example.yaml names key and CA files that only a vehicle has,
     # which check-config reports (and install.sh then warns about)
     config = ROOT / "configs" / "demo.yaml"
-    cmd = ["bash", os.fspath(INSTALL), "--root", os.fspath(root), "--config", os.fspath(config),
-           "--start", os.fspath(ROOT)]
+    cmd = [
+        "bash",
+        os.fspath(INSTALL),
+        "--root",
+        os.fspath(root),
+        "--config",
+        os.fspath(config),
+        "--start",
+        os.fspath(ROOT),
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=False)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out
@@ -333,10 +344,16 @@ def test_install_into_an_image_root_without_systemd(tmp_path: Path) -> None:
     assert str(link.readlink()) == "/opt/hyperframes/venv/bin/hyperframes"
     venv = root / "opt/hyperframes/venv"
     assert (venv / "bin/hyperframes").read_text().startswith("#!/opt/hyperframes/venv/bin/python")
-    assert not [p for p in (venv / "bin").iterdir()
-                if p.is_file() and not p.is_symlink() and os.fspath(root) in p.read_text("latin-1")]
-    (user,) = [ln.split(":") for ln in (root / "etc/passwd").read_text().splitlines()
-               if ln.startswith("hyperframes:")]
+    assert not [
+        p
+        for p in (venv / "bin").iterdir()
+        if p.is_file() and not p.is_symlink() and os.fspath(root) in p.read_text("latin-1")
+    ]
+    (user,) = [
+        ln.split(":")
+        for ln in (root / "etc/passwd").read_text().splitlines()
+        if ln.startswith("hyperframes:")
+    ]
     uid, gid = int(user[2]), int(user[3])
     data = (root / "var/lib/hyperframes").stat()
     assert (data.st_uid, data.st_gid, data.st_mode & 0o777) == (uid, gid, 0o750)

@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from recorder.config import parse_config
-from recorder.daemon import SegmentSink
-from recorder.diskpolicy import DiskDecision, decide, free_bytes
-from recorder.engine import WindowEngine
-from recorder.ingest import IngestFrame
-from recorder.metrics import DropReason, RecorderStats
-from recorder.segments import list_segments, segment_name
+from hyperframes.recorder.config import parse_config
+from hyperframes.recorder.daemon import SegmentSink
+from hyperframes.recorder.diskpolicy import DiskDecision, decide, free_bytes
+from hyperframes.recorder.engine import WindowEngine
+from hyperframes.recorder.ingest.common import IngestFrame
+from hyperframes.recorder.metrics import DropReason, RecorderStats
+from hyperframes.recorder.segments import list_segments, segment_name
 
 MB = 1024 * 1024
 T0 = 1_735_689_600_000_000_000
@@ -125,7 +125,7 @@ def test_stop_policy_on_a_full_filesystem(small_fs: Path, caplog: pytest.LogCapt
     stats = RecorderStats()
     stats.add_stream(0, "raw")
     sink = SegmentSink(cfg, stats, disk_check_s=0)  # type: ignore[arg-type]
-    with caplog.at_level(logging.CRITICAL, logger="recorder.daemon"):
+    with caplog.at_level(logging.CRITICAL, logger="hyperframes.recorder.daemon"):
         sent = _feed(sink, 120)
     sink.close()
     assert any("DISK FULL" in r.message for r in caplog.records)
@@ -173,7 +173,7 @@ def test_stop_policy_without_a_small_fs(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("block_kib", "codec"), [(256, 3), (0, 1)])
 def test_block_kib_reaches_the_segment_writer(tmp_path: Path, block_kib: int, codec: int) -> None:
-    from hyperframes.codecs import codec_of
+    from hyperframes.format.codecs import codec_of
     from hyperframes.reader import HyperframeReader
 
     cfg = parse_config({

@@ -23,10 +23,10 @@ from test_hostile import index_entry, reseal
 
 from hyperframes import FileMetadata, FrameFlags, SensorKind, StreamInfo
 from hyperframes.drive import find_drives, open_drive
+from hyperframes.drive.splice import cat_files, slice_drive
 from hyperframes.errors import DriveError, FrameNotFoundError
-from hyperframes.naming import segment_name
+from hyperframes.format.naming import segment_name
 from hyperframes.reader import HyperframeReader
-from hyperframes.splice import cat_files, slice_drive
 from hyperframes.verify import verify_file
 from hyperframes.writer import HyperframeWriter, WriteFrame
 
@@ -251,7 +251,7 @@ def test_quarantined_frames_travel_with_their_block(tmp_path: Path) -> None:
 def test_copy_range_without_copy_file_range(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from hyperframes._io import copy_range
+    from hyperframes.storage.local import copy_range
 
     src, dst = tmp_path / "a", tmp_path / "b"
     data = np.random.default_rng(0).integers(0, 256, 3_000_000, np.uint8).tobytes()

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from drive_files import T0, make_run, write_segments
 
-from hyperframes.cli import main
+from hyperframes.cli.main import main
 from hyperframes.reader import HyperframeReader
 from hyperframes.writer import HyperframeWriter
 

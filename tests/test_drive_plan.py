@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from hyperframes._drive_plan import SpanIndex, find_gaps, stream_changes
+from hyperframes.drive.plan import SpanIndex, find_gaps, stream_changes
 
 
 def _brute(spans: list[tuple[int, int]], a: int, b: int) -> list[int]:

@@ -28,12 +28,12 @@ import pytest
 import yaml
 from s3_server import S3Unavailable, s3_client, s3_endpoint
 
-from hyperframes.objstore import list_urls
 from hyperframes.reader import HyperframeReader
+from hyperframes.recorder.segments import list_segments, parse_segment_name
+from hyperframes.recorder.upload.marks import MarkStore
+from hyperframes.recorder.upload.plan import object_key
+from hyperframes.storage.objects import list_urls
 from hyperframes.verify import verify_file
-from recorder.segments import list_segments, parse_segment_name
-from recorder.upload.marks import MarkStore
-from recorder.upload.plan import object_key
 
 from mqtt_broker import free_port
 
@@ -253,7 +253,7 @@ def test_record_upload_convert_train(chain: dict[str, Any]) -> None:
 @pytest.mark.ray
 def test_record_upload_convert_on_ray_workers_train(chain: dict[str, Any]) -> None:
     ray = pytest.importorskip("ray")
-    from hyperframes.cli import main
+    from hyperframes.cli.main import main
 
     cfg = chain["tmp"] / "convert-ray.yaml"
     cfg.write_text(yaml.safe_dump(CONVERT))

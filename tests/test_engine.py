@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hyperframes.windows import window_end, window_of
-from recorder.engine import ClosedWindow, UnknownStreamError, WindowEngine
+from hyperframes.format.windows import window_end, window_of
+from hyperframes.recorder.engine import ClosedWindow, UnknownStreamError, WindowEngine
 
 MS = 1_000_000
 S = 1_000 * MS
@@ -69,7 +69,11 @@ def engine(
 ) -> WindowEngine[Frame]:
     # settle_ns=0: the first frame anchors the clock at once (settling has its own tests)
     return WindowEngine(
-        streams, window_ns=L, grace_ns=grace_ns, max_jump_ns=max_jump_ns, reorder_ns=reorder_ns,
+        streams,
+        window_ns=L,
+        grace_ns=grace_ns,
+        max_jump_ns=max_jump_ns,
+        reorder_ns=reorder_ns,
         settle_ns=settle_ns,
     )
 

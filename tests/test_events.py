@@ -24,12 +24,12 @@ from hyperframes.events import (
     protection,
     read_event_log,
 )
-from hyperframes.streams import StreamInfo
-from recorder.config import ConfigError, parse_config
-from recorder.diskpolicy import decide
-from recorder.eventlog import EventLogWriter
-from recorder.retention import OnDisk, snapshot_expired
-from recorder.rules import RuleEngine, StaleRule, ThresholdRule
+from hyperframes.format.streams import StreamInfo
+from hyperframes.recorder.config import ConfigError, parse_config
+from hyperframes.recorder.diskpolicy import decide
+from hyperframes.recorder.events.log import EventLogWriter
+from hyperframes.recorder.events.retention import OnDisk, snapshot_expired
+from hyperframes.recorder.events.rules import RuleEngine, StaleRule, ThresholdRule
 
 S = 1_000_000_000
 MS = 1_000_000

@@ -22,7 +22,7 @@ import pytest
 import yaml
 import zmq
 
-from hyperframes.cli import main
+from hyperframes.cli.main import main
 from hyperframes.events import (
     EVENT_STREAM_ID,
     EVENT_STREAM_NAME,
@@ -30,15 +30,15 @@ from hyperframes.events import (
     read_event_log,
     read_file_events,
 )
-from hyperframes.layout import FrameFlags
+from hyperframes.format.layout import FrameFlags
 from hyperframes.reader import HyperframeReader
+from hyperframes.recorder.config import parse_config
+from hyperframes.recorder.daemon import Recorder
+from hyperframes.recorder.events.control import NoRecorderError, request
+from hyperframes.recorder.ingest.publisher import ZmqPublisher, encode_mqtt_payload, event_body
+from hyperframes.recorder.ingest.wire import zmq_frames
+from hyperframes.recorder.segments import list_segments
 from hyperframes.verify import verify_file
-from recorder.config import parse_config
-from recorder.control import NoRecorderError, request
-from recorder.daemon import Recorder
-from recorder.publisher import ZmqPublisher, encode_mqtt_payload, event_body
-from recorder.segments import list_segments
-from recorder.wire import zmq_frames
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_daemon import MS, T0, config_dict, free_port, mqtt_broker, run, traffic, wait_for  # noqa: F401

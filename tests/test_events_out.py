@@ -13,10 +13,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hyperframes.cli import main
+from hyperframes.cli.main import main
 from hyperframes.events import EVENT_STREAM_ID, Event, event_stream_info, read_file_events
-from hyperframes.layout import FrameFlags
-from hyperframes.streams import StreamInfo
+from hyperframes.format.layout import FrameFlags
+from hyperframes.format.streams import StreamInfo
 from hyperframes.writer import HyperframeWriter
 
 S = 1_000_000_000

@@ -24,10 +24,10 @@ import pytest
 import yaml
 
 from hyperframes.events import read_event_log
-from recorder.config import parse_config
-from recorder.daemon import Recorder
-from recorder.retention import read_span
-from recorder.segments import list_segments, parse_segment_name
+from hyperframes.recorder.config import parse_config
+from hyperframes.recorder.daemon import Recorder
+from hyperframes.recorder.events.retention import read_span
+from hyperframes.recorder.segments import list_segments, parse_segment_name
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_daemon import MS, T0, config_dict, free_port, run, wait_for
@@ -121,7 +121,7 @@ def test_a_filling_disk_deletes_unprotected_segments_first(
             await wait_for(lambda: rec.stats.frames == len(frames), timeout=30)
         return rec
 
-    with caplog.at_level(logging.CRITICAL, logger="recorder.daemon"):
+    with caplog.at_level(logging.CRITICAL, logger="hyperframes.recorder.daemon"):
         rec2 = run(main2())
     assert rec2.stats.events.protected_deleted > 0
     assert rec2.stats.events.protected_deleted == rec2.stats.segments_deleted

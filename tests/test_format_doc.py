@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from hyperframes.codecs import CODEC_NAMES
+from hyperframes.format.codecs import CODEC_NAMES
 
 FORMAT = Path(__file__).resolve().parents[1] / "docs" / "FORMAT.md"
 

@@ -33,9 +33,9 @@ from hyperframes import (
     NotFinalizedError,
     UnsupportedVersionError,
 )
-from hyperframes._crc import crc32c
-from hyperframes.codecs import CODEC_BLOSC2, CODEC_LZ4_BLOCKS, CodecSpec, codec_of
-from hyperframes.layout import HEADER_SIZE, Header
+from hyperframes.format.codecs import CODEC_BLOSC2, CODEC_LZ4_BLOCKS, CodecSpec, codec_of
+from hyperframes.format.crc import crc32c
+from hyperframes.format.layout import HEADER_SIZE, Header
 from hyperframes.reader import HyperframeReader
 from hyperframes.recover import recover
 from hyperframes.verify import verify_file
@@ -97,17 +97,24 @@ def _expect_recovery_verifies(path: Path, out: Path) -> None:
     _read_everything(out)
 
 
-_settings = settings(max_examples=150, deadline=None, derandomize=True,
-                     suppress_health_check=[HealthCheck.function_scoped_fixture])
-_new_settings = settings(_settings, max_examples=60,
-                         suppress_health_check=[HealthCheck.function_scoped_fixture,
-                                                HealthCheck.filter_too_much])
+_settings = settings(
+    max_examples=150,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+_new_settings = settings(
+    _settings,
+    max_examples=60,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.filter_too_much],
+)
 
 
 @_settings
 @given(st.integers(0, 135), st.integers(0, 255), st.booleans())
-def test_mutated_header_gives_typed_errors(tmp_path: Path, sample: bytes, pos: int, val: int,
-                                           reseal: bool) -> None:
+def test_mutated_header_gives_typed_errors(
+    tmp_path: Path, sample: bytes, pos: int, val: int, reseal: bool
+) -> None:
     raw = bytearray(sample)
     raw[pos] = val
     if reseal:
@@ -119,13 +126,17 @@ def test_mutated_header_gives_typed_errors(tmp_path: Path, sample: bytes, pos: i
 
 @_settings
 @given(st.data())
-def test_mutated_index_entries_give_typed_errors(tmp_path: Path, sample: bytes,
-                                                 data: st.DataObject) -> None:
+def test_mutated_index_entries_give_typed_errors(
+    tmp_path: Path, sample: bytes, data: st.DataObject
+) -> None:
     raw = bytearray(sample)
     h = Header.decode(bytes(raw[:HEADER_SIZE]))[0]
     entry = data.draw(st.integers(0, h.frame_count - 1))
-    field = data.draw(st.sampled_from([(0, "<H"), (2, "<H"), (4, "<I"), (8, "<Q"), (16, "<Q"),
-                                       (24, "<I"), (28, "<I")]))
+    field = data.draw(
+        st.sampled_from(
+            [(0, "<H"), (2, "<H"), (4, "<I"), (8, "<Q"), (16, "<Q"), (24, "<I"), (28, "<I")]
+        )
+    )
     bits = {"<H": 16, "<I": 32, "<Q": 64}[field[1]]
     value = data.draw(st.one_of(st.integers(0, 2**bits - 1), st.sampled_from([0, 2**bits - 1])))
     struct.pack_into(field[1], raw, h.index_offset + 32 * entry + field[0], value)
@@ -186,18 +197,51 @@ def crashed(tmp_path_factory: pytest.TempPathFactory) -> bytes:
     return Path(str(path) + ".tmp").read_bytes()
 
 
-_DTYPES = ["S", "V", "(0,)f4", "O", "i4,O", "U0", ">f8", "<f2", "(3,)u1", "i4,f4", "M8[ns]",
-           "c16", "x" * 300, 7, None, ["<f4"]]
-_SHAPES = [[], [0], [-1, -1], [2**40, 2**40], [-5], ["a"], [1.5], [True], [[2]], [6], [-1, 4],
-           [-1, 3], [1] * 40, {"a": 1}, "6", None]
+_DTYPES = [
+    "S",
+    "V",
+    "(0,)f4",
+    "O",
+    "i4,O",
+    "U0",
+    ">f8",
+    "<f2",
+    "(3,)u1",
+    "i4,f4",
+    "M8[ns]",
+    "c16",
+    "x" * 300,
+    7,
+    None,
+    ["<f4"],
+]
+_SHAPES = [
+    [],
+    [0],
+    [-1, -1],
+    [2**40, 2**40],
+    [-5],
+    ["a"],
+    [1.5],
+    [True],
+    [[2]],
+    [6],
+    [-1, 4],
+    [-1, 3],
+    [1] * 40,
+    {"a": 1},
+    "6",
+    None,
+]
 _NUMBERS = [0, -1, 1.5, "100", True, None, 2**64, 2**63, 1e300, 10**30, [1], {"x": 1}]
 _TOKENS = ["1e400", "-1e400", "Infinity", "NaN", "9" * 4000, "9" * 25, "-0", "1E5"]
 
 
 @_new_settings
 @given(st.data())
-def test_mutated_metadata_gives_typed_errors(tmp_path: Path, sample: bytes, crashed: bytes,
-                                             data: st.DataObject) -> None:
+def test_mutated_metadata_gives_typed_errors(
+    tmp_path: Path, sample: bytes, crashed: bytes, data: st.DataObject
+) -> None:
     """dtype / shape / number / type / nesting mutations of the JSON, CRCs resealed."""
     kind = data.draw(st.sampled_from(["final", "tmp"]))
     raw = bytearray(sample if kind == "final" else crashed)
@@ -246,8 +290,9 @@ _ENTRY_FIELDS = [(0, "<H"), (2, "<H"), (4, "<I"), (8, "<Q"), (16, "<Q"), (24, "<
 
 @_new_settings
 @given(st.data())
-def test_mutated_blocks_recover_to_files_that_verify(tmp_path: Path, crashed: bytes,
-                                                     data: st.DataObject) -> None:
+def test_mutated_blocks_recover_to_files_that_verify(
+    tmp_path: Path, crashed: bytes, data: st.DataObject
+) -> None:
     """Block records and entry tables edited with every CRC resealed: recovery proves or drops."""
     raw = bytearray(crashed)
     pos = data.draw(st.sampled_from(block_positions(raw)))
@@ -260,11 +305,13 @@ def test_mutated_blocks_recover_to_files_that_verify(tmp_path: Path, crashed: by
     bits = struct.calcsize(fmt) * 8
     (old,) = struct.unpack_from(fmt, raw, pos + off)
     lo, hi = (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1) if fmt == "<q" else (0, 2**bits - 1)
-    value = data.draw(st.one_of(
-        st.integers(lo, hi),
-        st.sampled_from([lo, hi, 0, 1]),
-        st.integers(-130, 130).map(lambda d: min(hi, max(lo, old + d))),
-    ))
+    value = data.draw(
+        st.one_of(
+            st.integers(lo, hi),
+            st.sampled_from([lo, hi, 0, 1]),
+            st.integers(-130, 130).map(lambda d: min(hi, max(lo, old + d))),
+        )
+    )
     struct.pack_into(fmt, raw, pos + off, value)
     reseal(raw)
     path = tmp_path / "b.hf.tmp"
@@ -274,9 +321,14 @@ def test_mutated_blocks_recover_to_files_that_verify(tmp_path: Path, crashed: by
 
 @_new_settings
 @given(st.data())
-def test_resealed_payload_edits_give_typed_errors(tmp_path: Path, sample: bytes, crashed: bytes,
-                                                  blocked: bytes, blosc2_blocked: bytes,
-                                                  data: st.DataObject) -> None:
+def test_resealed_payload_edits_give_typed_errors(
+    tmp_path: Path,
+    sample: bytes,
+    crashed: bytes,
+    blocked: bytes,
+    blosc2_blocked: bytes,
+    data: st.DataObject,
+) -> None:
     """Codec headers, block tables, Blosc2 chunk headers and payload bytes changed, CRCs
     resealed: only decoding can tell."""
     kind = data.draw(st.sampled_from(["final", "tmp", "blocked", "blosc2"]))
@@ -297,8 +349,12 @@ def test_resealed_payload_edits_give_typed_errors(tmp_path: Path, sample: bytes,
         raw[off + at] = data.draw(st.integers(0, 255))
     elif how in ("prefix", "table"):  # the size prefix, or a u32 of a block table
         at = 0 if how == "prefix" else 4 * data.draw(st.integers(0, min(8, size // 4 - 1)))
-        value = data.draw(st.one_of(st.integers(0, 2**32 - 1),
-                                    st.sampled_from([0, 1, 4096, size, 255 * size, 256 * size])))
+        value = data.draw(
+            st.one_of(
+                st.integers(0, 2**32 - 1),
+                st.sampled_from([0, 1, 4096, size, 255 * size, 256 * size]),
+            )
+        )
         struct.pack_into("<I", raw, off + at, value % 2**32)
     elif how == "bytes":
         for _ in range(data.draw(st.integers(1, 8))):
@@ -320,8 +376,9 @@ def test_resealed_payload_edits_give_typed_errors(tmp_path: Path, sample: bytes,
 
 @_new_settings
 @given(st.data())
-def test_aliasing_and_amplification_are_refused(tmp_path: Path, sample: bytes,
-                                                data: st.DataObject) -> None:
+def test_aliasing_and_amplification_are_refused(
+    tmp_path: Path, sample: bytes, data: st.DataObject
+) -> None:
     """Entries pointed at another payload (one or many), or at a small ZSTD bomb."""
     raw = bytearray(sample)
     h = header(raw)
@@ -329,8 +386,9 @@ def test_aliasing_and_amplification_are_refused(tmp_path: Path, sample: bytes,
     src = h.index_offset + 32 * target
     if data.draw(st.booleans()):  # a ZSTD frame of many zero bytes, in place of this payload
         off, size = struct.unpack_from("<QI", raw, src + 16)
-        bomb = zstandard.ZstdCompressor(level=19).compress(bytes(data.draw(
-            st.sampled_from([size * 300, 1 << 20, 16 << 20]))))
+        bomb = zstandard.ZstdCompressor(level=19).compress(
+            bytes(data.draw(st.sampled_from([size * 300, 1 << 20, 16 << 20])))
+        )
         assume(len(bomb) <= size)
         raw[off : off + len(bomb)] = bomb
         for p in entry_positions(raw, off):
@@ -352,8 +410,9 @@ def test_aliasing_and_amplification_are_refused(tmp_path: Path, sample: bytes,
 
 @_new_settings
 @given(st.integers(0, 10**6), st.integers(0, 7))
-def test_tmp_metadata_flip_is_never_recovered(tmp_path: Path, crashed: bytes, pos: int,
-                                              bit: int) -> None:
+def test_tmp_metadata_flip_is_never_recovered(
+    tmp_path: Path, crashed: bytes, pos: int, bit: int
+) -> None:
     """One bit of an unfinished file's stream table, nothing resealed: MetaCrc refuses it."""
     raw = bytearray(crashed)
     h = header(raw)

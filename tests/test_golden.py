@@ -5,8 +5,8 @@ from __future__ import annotations
 import struct
 from pathlib import Path
 
-from hyperframes.codecs import codec_of
-from hyperframes.layout import HEADER_SIZE, Header
+from hyperframes.format.codecs import codec_of
+from hyperframes.format.layout import HEADER_SIZE, Header
 from hyperframes.reader import HyperframeReader
 from hyperframes.recover import recover
 

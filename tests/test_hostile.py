@@ -30,10 +30,10 @@ from hyperframes import (
     StreamInfo,
     UnsupportedVersionError,
 )
-from hyperframes._crc import crc32c
-from hyperframes.cli import main
-from hyperframes.codecs import CODEC_SHIFT, CODEC_ZSTD, unshuffle
-from hyperframes.layout import BLOCK_MAGIC, CODEC_MASK, HEADER_SIZE, FrameFlags, Header
+from hyperframes.cli.main import main
+from hyperframes.format.codecs import CODEC_SHIFT, CODEC_ZSTD, unshuffle
+from hyperframes.format.crc import crc32c
+from hyperframes.format.layout import BLOCK_MAGIC, CODEC_MASK, HEADER_SIZE, FrameFlags, Header
 from hyperframes.reader import HyperframeReader
 from hyperframes.recover import recover
 from hyperframes.verify import verify_file
@@ -137,8 +137,16 @@ def index_entry(raw: bytes | bytearray, i: int) -> dict[str, int]:
     sid, flags, sidx, ts, off, size, crc = struct.unpack_from(
         "<HHIQQII", raw, h.index_offset + 32 * i
     )
-    return {"stream_id": sid, "flags": flags, "stream_index": sidx, "timestamp_ns": ts,
-            "offset": off, "size": size, "crc32c": crc, "pos": h.index_offset + 32 * i}
+    return {
+        "stream_id": sid,
+        "flags": flags,
+        "stream_index": sidx,
+        "timestamp_ns": ts,
+        "offset": off,
+        "size": size,
+        "crc32c": crc,
+        "pos": h.index_offset + 32 * i,
+    }
 
 
 def first_entry(raw: bytes | bytearray, stream_id: int) -> dict[str, int]:
@@ -174,8 +182,9 @@ def cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
 
 
 def _write(path: Path, finalize: bool = True, streams: list[StreamInfo] | None = None) -> Path:
-    w = HyperframeWriter(path, streams or small_streams(), WINDOW_NS,
-                         FileMetadata(created_ns=T0), threads=1)
+    w = HyperframeWriter(
+        path, streams or small_streams(), WINDOW_NS, FileMetadata(created_ns=T0), threads=1
+    )
     for sid, t, p in small_frames(0.3):
         if streams is None or any(s.id == sid for s in streams):
             w.append(sid, t, p, receive_ns=t + 1000)
@@ -233,8 +242,13 @@ def _with_token(field: str, token: str) -> Callable[[bytearray], None]:
 
     def fn(raw: bytearray) -> None:
         doc = json.loads(meta_text(raw))
-        target = doc if field == "window_ns" else doc["file"] if field in (
-            "created_ns", "segment_seq") else doc["streams"][1]
+        target = (
+            doc
+            if field == "window_ns"
+            else doc["file"]
+            if field in ("created_ns", "segment_seq")
+            else doc["streams"][1]
+        )
         target[field] = "@TOKEN@"
         put_meta(raw, json.dumps(doc, separators=(",", ":")).replace('"@TOKEN@"', token))
 
@@ -654,8 +668,12 @@ def test_verify_checks_each_payload_over_its_own_range(edit) -> None:
 def test_verify_decodes_every_payload(edit) -> None:
     def fn(raw: bytearray) -> None:
         e = first_entry(raw, 1)  # as lz4 + shuffle
-        set_payload(raw, e["offset"], struct.pack("<I", 8000) + bytes(range(200)),
-                    flags=e["flags"] & ~CODEC_MASK | 1 << CODEC_SHIFT | FrameFlags.SHUFFLED)
+        set_payload(
+            raw,
+            e["offset"],
+            struct.pack("<I", 8000) + bytes(range(200)),
+            flags=e["flags"] & ~CODEC_MASK | 1 << CODEC_SHIFT | FrameFlags.SHUFFLED,
+        )
 
     path = edit(fn)
     result = verify_file(path)
@@ -711,8 +729,12 @@ def test_info_with_a_bad_codec_field_prints_the_typed_error(edit, capsys) -> Non
 def test_cli_on_cut_files(tmp_path: Path, pristine, capsys, cut: int) -> None:
     path = tmp_path / "cut.hf.tmp"
     path.write_bytes(pristine["tmp"][:cut])
-    for argv in (["info", str(path)], ["info", "--json", str(path)], ["verify", str(path)],
-                 ["recover", str(path), "-o", str(tmp_path / "o.hf")]):
+    for argv in (
+        ["info", str(path)],
+        ["info", "--json", str(path)],
+        ["verify", str(path)],
+        ["recover", str(path), "-o", str(tmp_path / "o.hf")],
+    ):
         code, err = cli(capsys, *argv)
         if argv[0] == "recover" and code == 0:
             assert verify_file(tmp_path / "o.hf").ok
@@ -761,15 +783,19 @@ def test_stream_ids_and_names_are_checked_on_open(edit, field: str, value: Any) 
 
 
 def test_overlap_agrees_with_a_pairwise_check() -> None:
-    from hyperframes._checks import overlap
+    from hyperframes.format.checks import overlap
 
     rng = np.random.default_rng(11)
     for _ in range(2000):
         n = int(rng.integers(0, 10))
         off = (rng.integers(0, 30, n) * 64).astype(np.uint64)
         size = rng.integers(0, 200, n).astype(np.uint32)
-        pairs = [(i, j) for i in range(n) for j in range(i + 1, n)
-                 if size[i] and size[j] and off[i] < off[j] + size[j] and off[j] < off[i] + size[i]]
+        pairs = [
+            (i, j)
+            for i in range(n)
+            for j in range(i + 1, n)
+            if size[i] and size[j] and off[i] < off[j] + size[j] and off[j] < off[i] + size[i]
+        ]
         got = overlap(off, size)
         assert (got is None) == (not pairs)
         if got is not None:
@@ -778,7 +804,7 @@ def test_overlap_agrees_with_a_pairwise_check() -> None:
 
 @pytest.mark.parametrize("itemsize", [0, 1, 2, 3, 4, 5, 8, 12, 16, 17, 64])
 def test_shuffle_round_trips_for_every_item_size(itemsize: int) -> None:
-    from hyperframes.codecs import shuffle
+    from hyperframes.format.codecs import shuffle
 
     for n in (0, 1, itemsize, 3 * itemsize + 1, 1000):
         data = np.random.default_rng(n).integers(0, 256, n, dtype=np.uint8).tobytes()

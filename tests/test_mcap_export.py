@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from mcap.reader import make_reader
 
-from hyperframes.cli import main
+from hyperframes.cli.main import main
 from hyperframes.errors import ChecksumError
 from hyperframes.mcap import check_mcap, export_mcap
 from hyperframes.mcap import messages as msg

@@ -12,8 +12,9 @@ from mcap.reader import make_reader
 from mcap.writer import Writer
 
 from hyperframes import FrameFlags, SensorKind
-from hyperframes.cli import main
-from hyperframes.layout import INDEX_DTYPE
+from hyperframes.cli.main import main
+from hyperframes.format.layout import INDEX_DTYPE
+from hyperframes.format.windows import window_of
 from hyperframes.mcap import export_mcap, import_mcap
 from hyperframes.mcap import messages as msg
 from hyperframes.mcap._foxglove_schemas import DESCRIPTORS
@@ -26,7 +27,6 @@ from hyperframes.mcap.errors import (
 from hyperframes.mcap.schemas import IMU_SCHEMA
 from hyperframes.reader import HyperframeReader
 from hyperframes.synth import profile, write_synthetic
-from hyperframes.windows import window_of
 
 import faulty_recording as fr
 import mcap_kinds

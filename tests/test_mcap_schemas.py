@@ -8,9 +8,9 @@ import struct
 import pytest
 
 from hyperframes import FrameFlags, SensorKind, StreamInfo, window_end
+from hyperframes.cli.mcap import parse_mapping
 from hyperframes.mcap import messages as msg
 from hyperframes.mcap.blocks import BlockAssembler, BlockNote, FrameNote
-from hyperframes.mcap.cli import parse_mapping
 from hyperframes.mcap.errors import MessageDecodeError
 from hyperframes.mcap.schemas import (
     IMU_SCHEMA,

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from recorder import metrics
-from recorder.metrics import (
+from hyperframes.recorder import metrics
+from hyperframes.recorder.metrics import (
     DropReason,
     MetricsUnavailableError,
     RecorderStats,

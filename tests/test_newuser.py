@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from hyperframes import _cliutil
 from hyperframes._install import DISTRIBUTION, install_hint
-from hyperframes.cli import main
+from hyperframes.cli import common as _cliutil
+from hyperframes.cli.main import main
 from hyperframes.errors import CorruptFileError
 from hyperframes.synth import profile, write_synthetic
 
@@ -226,9 +226,9 @@ def test_convert_says_where_a_failed_input_went_and_when_a_waiting_one_is_taken(
     tmp_path: Path,
 ) -> None:
     pytest.importorskip("av")
-    from converter.batch import BatchOptions, run_batch
-    from converter.config import load_config
-    from converter.progress import BatchDisplay
+    from hyperframes.converter.batch import BatchOptions, run_batch
+    from hyperframes.converter.config import load_config
+    from hyperframes.converter.progress import BatchDisplay
 
     inbox = tmp_path / "inbox"
     inbox.mkdir()

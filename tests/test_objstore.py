@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from s3_server import S3Unavailable, s3_client, s3_endpoint
 
-from hyperframes.objstore import RemoteError, cached_path, is_url, list_urls, split_s3_url
 from hyperframes.reader import HyperframeReader
+from hyperframes.storage.objects import RemoteError, cached_path, is_url, list_urls, split_s3_url
 from hyperframes.synth import profile, write_synthetic
 
 pytestmark = pytest.mark.network
@@ -69,8 +69,8 @@ def test_store_errors_are_classified_once_for_readers_and_the_uploader(
 ) -> None:
     from botocore.exceptions import ClientError, EndpointConnectionError
 
-    from hyperframes.objstore import _fail, classify_error
-    from recorder.upload.s3 import _classify
+    from hyperframes.recorder.upload.s3 import _classify
+    from hyperframes.storage.objects import _fail, classify_error
 
     exc = ClientError({"Error": {"Code": code, "Message": "m"},
                        "ResponseMetadata": {"HTTPStatusCode": status}}, "GetObject")  # fmt: skip
@@ -122,7 +122,7 @@ def test_cached_copy_is_downloaded_once(s3: Any, tmp_path: Path) -> None:
 
 
 def test_readahead_makes_a_scan_one_request_per_chunk(s3: Any) -> None:
-    from hyperframes.objstore import RemoteFile
+    from hyperframes.storage.objects import RemoteFile
 
     _, local = s3
     data = local.read_bytes()

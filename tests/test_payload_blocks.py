@@ -1,9 +1,9 @@
 """Large frames stored in independent blocks (codecs 3 and 4) and decoded on several threads.
 
-The layout and its checks (``hyperframes._payload_blocks``), the codec round
+The layout and its checks (``hyperframes.format.payload_blocks``), the codec round
 trip at every thread count, hostile block tables (typed errors, nothing
 large allocated), the reader's CRC check running alongside the decode, and
-the helper pool (``hyperframes._split``): every task once, errors in order,
+the helper pool (``hyperframes.format.split``): every task once, errors in order,
 and a forked child that decodes without hanging.
 """
 
@@ -21,12 +21,10 @@ import numpy as np
 import pytest
 from test_hostile import first_entry, set_payload
 
-from hyperframes import ChecksumError, CorruptFileError, FileMetadata, _split
-from hyperframes._crc import crc32c
-from hyperframes._payload_blocks import MIN_BLOCK_SIZE, BlockTableError, parse
-from hyperframes._split import box_is_busy, default_threads, run_split
-from hyperframes.cli import main
-from hyperframes.codecs import (
+from hyperframes import ChecksumError, CorruptFileError, FileMetadata
+from hyperframes.cli.main import main
+from hyperframes.format import split as _split
+from hyperframes.format.codecs import (
     BLOCK_SIZE,
     CODEC_BLOSC2,
     CODEC_LZ4,
@@ -42,7 +40,10 @@ from hyperframes.codecs import (
     shuffle,
     unshuffle,
 )
-from hyperframes.layout import FrameFlags
+from hyperframes.format.crc import crc32c
+from hyperframes.format.layout import FrameFlags
+from hyperframes.format.payload_blocks import MIN_BLOCK_SIZE, BlockTableError, parse
+from hyperframes.format.split import box_is_busy, default_threads, run_split
 from hyperframes.reader import HyperframeReader
 from hyperframes.recover import recover
 from hyperframes.verify import verify_file
@@ -224,12 +225,19 @@ def test_parse_errors_are_value_errors() -> None:
 # --- files with blocked frames ------------------------------------------------------------
 
 
-def _blocked_file(path: Path, finalize: bool = True,
-                  codec: str = "lz4") -> tuple[Path, list[bytes]]:
+def _blocked_file(
+    path: Path, finalize: bool = True, codec: str = "lz4"
+) -> tuple[Path, list[bytes]]:
     sweeps = [sweep_bytes(4000 + 300 * i, i) for i in range(6)]  # 64-93 KB: 16-23 blocks
-    w = HyperframeWriter(path, small_streams(), WINDOW_NS, FileMetadata(created_ns=T0),
-                         threads=2, block_size=SMALL,
-                         codecs={1: CodecSpec.parse(codec, shuffle=True)})
+    w = HyperframeWriter(
+        path,
+        small_streams(),
+        WINDOW_NS,
+        FileMetadata(created_ns=T0),
+        threads=2,
+        block_size=SMALL,
+        codecs={1: CodecSpec.parse(codec, shuffle=True)},
+    )
     for i, s in enumerate(sweeps):
         w.append(1, T0 + 1 + i * 100_000_000, s)
         w.append(2, T0 + 2 + i * 100_000_000, np.full(6, i, "<f8").tobytes())
@@ -243,8 +251,9 @@ def _blocked_file(path: Path, finalize: bool = True,
 @pytest.mark.parametrize("threads", [1, 2, 4])
 @pytest.mark.parametrize("verify", [True, False])
 @pytest.mark.parametrize("codec", ["lz4", "blosc2-lz4:9", "blosc2-zstd"])  # 4 KiB chunks: 9
-def test_reader_reads_blocked_frames(tmp_path: Path, threads: int, verify: bool,
-                                     codec: str) -> None:
+def test_reader_reads_blocked_frames(
+    tmp_path: Path, threads: int, verify: bool, codec: str
+) -> None:
     path, sweeps = _blocked_file(tmp_path / "b.hf", codec=codec)
     with HyperframeReader(path, threads=threads, verify=verify) as r:
         flags = r.index["flags"][r.index["stream_id"] == 1]
@@ -282,8 +291,9 @@ def test_checksum_error_wins_over_a_broken_block_table(tmp_path: Path, threads: 
 
 
 @pytest.mark.parametrize("threads", [1, 2])
-def test_checksum_error_wins_over_a_block_that_does_not_decode(tmp_path: Path,
-                                                              threads: int) -> None:
+def test_checksum_error_wins_over_a_block_that_does_not_decode(
+    tmp_path: Path, threads: int
+) -> None:
     path, _ = _blocked_file(tmp_path / "b.hf")
     raw = bytearray(path.read_bytes())
     e = first_entry(raw, 1)
@@ -357,8 +367,12 @@ def test_a_busy_box_runs_every_task_on_the_calling_thread(monkeypatch) -> None:
     assert box_is_busy(2.0, 2) and box_is_busy(11.3, 2) and not box_is_busy(1.5, 2)
     monkeypatch.setattr(_split._load, "check", lambda: True)
     where: list[int] = []
-    run_split(20, lambda i: where.append(threading.get_ident()), 4,
-              first=lambda: where.append(threading.get_ident()))
+    run_split(
+        20,
+        lambda i: where.append(threading.get_ident()),
+        4,
+        first=lambda: where.append(threading.get_ident()),
+    )
     assert where == [threading.get_ident()] * 21
 
 
@@ -502,8 +516,10 @@ def test_one_reader_shared_by_threads_splits_without_mixing_frames(tmp_path: Pat
         ts = [int(t) for t in r.timestamps("lidar")]
 
         def reads(k: int) -> list[bool]:
-            return [r.read("lidar", ts[(k + j) % 6]).data.tobytes() == sweeps[(k + j) % 6]
-                    for j in range(30)]
+            return [
+                r.read("lidar", ts[(k + j) % 6]).data.tobytes() == sweeps[(k + j) % 6]
+                for j in range(30)
+            ]
 
         with ThreadPoolExecutor(4) as callers:
             results = list(callers.map(reads, range(4)))

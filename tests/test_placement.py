@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 
 from hyperframes import FileMetadata, FrameFlags, RecoveryError
-from hyperframes._crc import crc32c
-from hyperframes.layout import HEADER_SIZE, Header
+from hyperframes.format.crc import crc32c
+from hyperframes.format.layout import HEADER_SIZE, Header
+from hyperframes.format.windows import window_of
 from hyperframes.reader import HyperframeReader
 from hyperframes.recover import recover
 from hyperframes.verify import verify_file
-from hyperframes.windows import window_of
 from hyperframes.writer import HyperframeWriter, WriteFrame
 
 from conftest import T0, WINDOW_NS, small_streams
@@ -52,7 +52,10 @@ def test_quarantined_frames_live_outside_the_index_and_the_span(tmp_path: Path) 
     _write(tmp_path / "q.hf")
     with HyperframeReader(tmp_path / "q.hf") as r:
         assert [int(t) for t in r.index["timestamp_ns"]] == [
-            _ts(K + 4), _ts(K + 10), _ts(K + 11), _ts(K + 12)
+            _ts(K + 4),
+            _ts(K + 10),
+            _ts(K + 11),
+            _ts(K + 12),
         ]
         assert [int(i) for i in r.index["stream_index"]] == [1, 0, 2, 5]  # in order again
         q = r.quarantine()
@@ -74,7 +77,10 @@ def test_a_file_without_quarantine_has_no_table(tmp_path: Path) -> None:
     raw = (tmp_path / "n.hf").read_bytes()
     h = Header.decode(raw[:HEADER_SIZE])[0]
     assert (h.quarantine_offset, h.quarantine_size, h.quarantine_count, h.quarantine_crc) == (
-        0, 0, 0, 0
+        0,
+        0,
+        0,
+        0,
     )
     assert raw[136:508] == bytes(372)
 

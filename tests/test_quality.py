@@ -22,16 +22,20 @@ def _tool(name: str) -> str:
 
 
 def test_ruff_check() -> None:
-    r = subprocess.run([_tool("ruff"), "check", "."], cwd=ROOT, capture_output=True, text=True,
-                       check=False)
+    r = subprocess.run(
+        [_tool("ruff"), "check", "."], cwd=ROOT, capture_output=True, text=True, check=False
+    )
     assert r.returncode == 0, r.stdout + r.stderr
 
 
 def test_ruff_format() -> None:
-    r = subprocess.run([_tool("ruff"), "format", "--check", "hyperframes", "recorder", "converter",
-                        "bench"],
-                       cwd=ROOT,
-                       capture_output=True, text=True, check=False)
+    r = subprocess.run(
+        [_tool("ruff"), "format", "--check", "hyperframes", "recorder", "converter", "bench"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert r.returncode == 0, r.stdout + r.stderr
 
 
@@ -43,10 +47,14 @@ def test_mypy_strict() -> None:
 
 def test_core_never_imports_the_recorder() -> None:
     offenders = [
-        str(p.relative_to(ROOT)) for p in (ROOT / "hyperframes").rglob("*.py")
-        if any(line.lstrip().startswith(("import recorder", "from recorder", "import converter",
-                                         "from converter"))
-               for line in p.read_text().splitlines())
+        str(p.relative_to(ROOT))
+        for p in (ROOT / "hyperframes").rglob("*.py")
+        if any(
+            line.lstrip().startswith(
+                ("import recorder", "from recorder", "import converter", "from converter")
+            )
+            for line in p.read_text().splitlines()
+        )
     ]
     assert offenders == []
 

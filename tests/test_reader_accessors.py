@@ -7,7 +7,7 @@ import pytest
 
 from hyperframes import SensorKind, StreamInfo
 from hyperframes import reader as reader_module
-from hyperframes.layout import HEADER_SIZE, WINDOW_DTYPE, Header
+from hyperframes.format.layout import HEADER_SIZE, WINDOW_DTYPE, Header
 from hyperframes.reader import HyperframeReader
 from hyperframes.writer import HyperframeWriter, default_codec
 

@@ -23,10 +23,10 @@ from test_hostile import index_entry, reseal
 
 from hyperframes import ChecksumError, CorruptFileError, StreamInfo
 from hyperframes import _structure as structure
-from hyperframes._meta import Meta, _parse, decode_meta, encode_meta
-from hyperframes.layout import HEADER_SIZE, INDEX_DTYPE, Header
+from hyperframes.format.layout import HEADER_SIZE, INDEX_DTYPE, Header
+from hyperframes.format.meta import Meta, _parse, decode_meta, encode_meta
+from hyperframes.format.streams import FileMetadata
 from hyperframes.reader import _DECODE_MASK, Frame, HyperframeReader, _frame
-from hyperframes.streams import FileMetadata
 
 from conftest import small_streams
 

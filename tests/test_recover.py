@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from hyperframes import RecoveryError
+from hyperframes.format.windows import window_of
 from hyperframes.reader import HyperframeReader
 from hyperframes.recover import recover
 from hyperframes.verify import verify_file
-from hyperframes.windows import window_of
 from hyperframes.writer import HyperframeWriter
 
 from conftest import T0, WINDOW_NS, small_frames, small_streams
@@ -50,10 +50,17 @@ def test_truncation_at_many_offsets(tmp_path: Path) -> None:
     size = len(data)
     with HyperframeReader(recover(tmp, tmp_path / "full.hf").output) as full:
         table = full.window_table
-        block_ends = sorted(int(o + s) for o, s in
-                            zip(table["payload_offset"], table["payload_size"], strict=True))
-    offsets = sorted({*range(0, size, max(1, size // 97)), *block_ends,
-                      *(e - 1 for e in block_ends), *(e + 1 for e in block_ends)})
+        block_ends = sorted(
+            int(o + s) for o, s in zip(table["payload_offset"], table["payload_size"], strict=True)
+        )
+    offsets = sorted(
+        {
+            *range(0, size, max(1, size // 97)),
+            *block_ends,
+            *(e - 1 for e in block_ends),
+            *(e + 1 for e in block_ends),
+        }
+    )
     recovered_counts = []
     for cut in offsets:
         src = tmp_path / "cut.hf.tmp"

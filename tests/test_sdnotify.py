@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from recorder import sdnotify
-from recorder.sdnotify import Notifier, setup_logging, watchdog_interval_s
+from hyperframes.recorder import sdnotify
+from hyperframes.recorder.sdnotify import Notifier, setup_logging, watchdog_interval_s
 
 try:
     import systemd.daemon  # noqa: F401
@@ -150,11 +150,11 @@ def test_vanished_socket_is_logged_once_and_never_raises(
     with tempfile.TemporaryDirectory(prefix="hf-sd-") as tmp:
         monkeypatch.setenv("NOTIFY_SOCKET", os.fspath(Path(tmp) / "gone"))
         n = Notifier(backend)  # type: ignore[arg-type]
-        with caplog.at_level(logging.WARNING, logger="recorder.sdnotify"):
+        with caplog.at_level(logging.WARNING, logger="hyperframes.recorder.sdnotify"):
             assert n.watchdog() is False
             assert n.watchdog() is False
             assert n.status("x") is False
-    warnings = [r.getMessage() for r in caplog.records if r.name == "recorder.sdnotify"]
+    warnings = [r.getMessage() for r in caplog.records if r.name == "hyperframes.recorder.sdnotify"]
     assert len(warnings) == 2, warnings
     assert "WATCHDOG failed" in warnings[0]
     assert "STATUS failed" in warnings[1]

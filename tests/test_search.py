@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hyperframes import search
-from hyperframes.windows import window_end, window_of, window_start
+from hyperframes.format import search
+from hyperframes.format.windows import window_end, window_of, window_start
 
 stamps = st.lists(st.integers(0, 10_000), max_size=60).map(lambda xs: np.array(sorted(xs), "<u8"))
 BIG = 1_735_689_600_000_000_000  # real epoch-ns values exceed float64 precision

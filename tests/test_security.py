@@ -17,13 +17,13 @@ import numpy as np
 import pytest
 
 from hyperframes import StreamInfo
-from hyperframes._io import UnsafePathError, create_new, rename_noreplace, safe_dir
+from hyperframes.recorder.leftovers import DAMAGED_DIR, recover_leftovers
+from hyperframes.recorder.metrics import RecorderStats
+from hyperframes.recorder.segments import list_segments, segment_name
 from hyperframes.recover import recover
+from hyperframes.storage.local import UnsafePathError, create_new, rename_noreplace, safe_dir
 from hyperframes.verify import verify_file
 from hyperframes.writer import HyperframeWriter
-from recorder.leftovers import DAMAGED_DIR, recover_leftovers
-from recorder.metrics import RecorderStats
-from recorder.segments import list_segments, segment_name
 
 MS = 1_000_000
 S = 1_000 * MS
@@ -205,8 +205,8 @@ batch: {settle_s: 0, stale_tmp_s: 0, poll_s: 0.2, workers: 1}
 
 
 def batch(tmp_path: Path, inbox: Path, **kw: object) -> tuple[int, list[dict[str, object]]]:
-    from converter.batch import BatchOptions, ledger_records, run_batch
-    from converter.config import load_config
+    from hyperframes.converter.batch import BatchOptions, ledger_records, run_batch
+    from hyperframes.converter.config import load_config
 
     (tmp_path / "convert.yaml").write_text(CONVERT_YAML)
     cfg = load_config(tmp_path / "convert.yaml")

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from converter.config import load_config as load_convert
+from hyperframes.converter.config import load_config as load_convert
 from hyperframes.errors import ConfigError
-from recorder.config import check_config_main
-from recorder.config import load_config as load_vehicle
+from hyperframes.recorder.config import check_config_main
+from hyperframes.recorder.config import load_config as load_vehicle
 
 HEAD = """\
 output_dir: ./out
@@ -67,8 +67,8 @@ CONVERT_CASES = {
 
 _RSS = """
 import json, resource, sys
-from converter.config import load_config as c
-from recorder.config import load_config as v
+from hyperframes.converter.config import load_config as c
+from hyperframes.recorder.config import load_config as v
 rss = lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 base = rss()
 for load, path in json.loads(sys.argv[1]):

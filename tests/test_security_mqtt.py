@@ -20,10 +20,10 @@ import pytest
 import yaml
 from test_daemon import config_dict, recorded, wait_for
 
-from recorder.config import check_config_main, exposure_warnings, parse_config
-from recorder.daemon import Recorder
-from recorder.metrics import _collect
-from recorder.publisher import encode_mqtt_payload
+from hyperframes.recorder.config import check_config_main, exposure_warnings, parse_config
+from hyperframes.recorder.daemon import Recorder
+from hyperframes.recorder.ingest.publisher import encode_mqtt_payload
+from hyperframes.recorder.metrics import _collect
 
 from mqtt_broker import BrokerUnavailable, SecureBroker, find_mosquitto, free_port, secure_mosquitto
 

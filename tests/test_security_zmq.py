@@ -26,10 +26,10 @@ import zmq
 import zmq.auth
 from test_daemon import STREAMS, config_dict, daemon, recorded, wait_for  # noqa: F401
 
-from recorder.config import check_config_main, exposure_warnings, parse_config
-from recorder.curve import client_keys, keygen_main
-from recorder.daemon import Recorder
-from recorder.publisher import ZmqPublisher
+from hyperframes.recorder.config import check_config_main, exposure_warnings, parse_config
+from hyperframes.recorder.daemon import Recorder
+from hyperframes.recorder.ingest.curve import client_keys, keygen_main
+from hyperframes.recorder.ingest.publisher import ZmqPublisher
 
 from mqtt_broker import free_port
 
@@ -227,8 +227,8 @@ def netns() -> Any:
 
 _STRANGER = """
 import sys, time
-from recorder.curve import client_keys, keygen_main
-from recorder.publisher import ZmqPublisher
+from hyperframes.recorder.ingest.curve import client_keys, keygen_main
+from hyperframes.recorder.ingest.publisher import ZmqPublisher
 keys = client_keys(sys.argv[2], sys.argv[3]) if len(sys.argv) > 2 else None
 with ZmqPublisher(sys.argv[1], curve=keys, linger_ms=2000, send_timeout_ms=2000) as pub:
     try:

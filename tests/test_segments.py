@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from recorder.segments import (
+from hyperframes.recorder.segments import (
     RotationPolicy,
     list_segments,
     next_sequence,

@@ -16,8 +16,9 @@ import numpy as np
 import pytest
 import zmq
 
-from recorder.config import VehicleConfig, load_config
-from recorder.sim import (
+from hyperframes.recorder.config import VehicleConfig, load_config
+from hyperframes.recorder.ingest.wire import decode_message, decode_multipart
+from hyperframes.recorder.sim import (
     SimError,
     drop_window_ns,
     payload_source,
@@ -25,7 +26,6 @@ from recorder.sim import (
     run_sim,
     simulate,
 )
-from recorder.wire import decode_message, decode_multipart
 
 from mqtt_broker import free_port, mqtt_broker  # noqa: F401 - mqtt_broker is a fixture
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from hyperframes import FrameFlags, SensorKind, StreamInfo
-from hyperframes.cli import main
+from hyperframes.cli.main import main
 from hyperframes.reader import HyperframeReader
 from hyperframes.sync import (
     ClockMismatchError,

@@ -18,6 +18,7 @@ import simplejpeg  # noqa: E402
 from PIL import Image  # noqa: E402
 
 from hyperframes import SensorKind, StreamInfo  # noqa: E402
+from hyperframes.format.windows import window_of  # noqa: E402
 from hyperframes.reader import HyperframeReader  # noqa: E402
 from hyperframes.sync import ClockMismatchError, NoMatchError  # noqa: E402
 from hyperframes.torch import (  # noqa: E402
@@ -28,7 +29,6 @@ from hyperframes.torch import (  # noqa: E402
     collate,
 )
 from hyperframes.torch import decode as decode_module  # noqa: E402
-from hyperframes.windows import window_of  # noqa: E402
 from hyperframes.writer import HyperframeWriter  # noqa: E402
 
 from torch_files import (  # noqa: E402
@@ -284,7 +284,7 @@ def test_dataset_pickles_without_its_readers(demo: Path) -> None:
 def test_core_imports_without_torch() -> None:
     code = (
         "import sys; sys.modules['torch'] = None\n"
-        "import hyperframes, hyperframes.sync, hyperframes.cli, hyperframes.reader\n"
+        "import hyperframes, hyperframes.sync, hyperframes.cli.main, hyperframes.reader\n"
         "assert 'torch' not in [m for m in sys.modules if sys.modules[m] is not None]\n"
         "try:\n    import hyperframes.torch\nexcept ImportError as e:\n    print(e)\n"
     )

@@ -23,12 +23,12 @@ from typing import Any
 import pytest
 from s3_server import FaultyLink, S3Unavailable, s3_client, s3_endpoint
 
-from recorder.config import ConfigError, parse_config
-from recorder.diskpolicy import decide
-from recorder.upload.config import parse_upload
-from recorder.upload.marks import MarkStore, uploaded_names
-from recorder.upload.plan import Candidate, TokenBucket, backoff_s, object_key, order
-from recorder.upload.service import UploadService
+from hyperframes.recorder.config import ConfigError, parse_config
+from hyperframes.recorder.diskpolicy import decide
+from hyperframes.recorder.upload.config import parse_upload
+from hyperframes.recorder.upload.marks import MarkStore, uploaded_names
+from hyperframes.recorder.upload.plan import Candidate, TokenBucket, backoff_s, object_key, order
+from hyperframes.recorder.upload.service import UploadService
 
 VEHICLE = "veh1"
 MiB = 1024 * 1024
@@ -502,7 +502,7 @@ def test_upload_unit_verifies(tmp_path: Path) -> None:
 
 
 def test_metrics_families_and_status_line() -> None:
-    from recorder.upload.stats import UploadStats, collect
+    from hyperframes.recorder.upload.stats import UploadStats, collect
 
     stats = UploadStats(backlog_segments=3, backlog_bytes=3_000_000, uploaded_segments=2)
     stats.failed("auth", "s3://b/k: credentials refused (403)")
@@ -531,7 +531,7 @@ def test_segments_that_events_protect_go_first(tmp_path: Path) -> None:
 
 
 def test_transfer_meter_redraws_on_a_terminal_and_logs_elsewhere() -> None:
-    from hyperframes._cliutil import TransferMeter
+    from hyperframes.cli.common import TransferMeter
 
     tty = TransferMeter("uploading s.hf", 30_000_000, tty=True, now=0.0)
     assert tty.update(1_000_000, 0.1) is None  # redrawn at most every 0.2 s
@@ -553,7 +553,7 @@ def test_a_long_upload_logs_its_progress_off_a_terminal(
     cfg = _cfg(out, {"dest": str(dest)})
     svc = UploadService(cfg, cfg.upload)
     svc.progress_log_s = 0.0  # every chunk is "long" enough here
-    with caplog.at_level("INFO", logger="recorder.upload"):
+    with caplog.at_level("INFO", logger="hyperframes.recorder.upload"):
         assert svc.run_once() == 0
     lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("uploading ")]
     assert lines[0].startswith(f"uploading {a.name}: 1.0 of 3.1 MB (33%)"), lines

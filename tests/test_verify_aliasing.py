@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 from test_hostile import cli, header, index_entry, reseal
 
-import hyperframes._checks
+import hyperframes.format.checks
 from hyperframes import CorruptFileError, FileMetadata, SensorKind, StreamInfo
-from hyperframes.codecs import CODEC_LZ4_BLOCKS, codec_of
+from hyperframes.format.codecs import CODEC_LZ4_BLOCKS, codec_of
 from hyperframes.reader import HyperframeReader
 from hyperframes.verify import verify_file
 from hyperframes.writer import HyperframeWriter
@@ -66,7 +66,7 @@ def test_the_file_is_the_reported_one(aliased: Path) -> None:
 
 
 def test_verify_decodes_an_aliased_payload_once(aliased: Path, monkeypatch) -> None:
-    real = hyperframes._checks.decode_aligned
+    real = hyperframes.format.checks.decode_aligned
     decodes = 0
 
     def counting(*args, **kwargs):  # the real decoder, counted
@@ -74,7 +74,7 @@ def test_verify_decodes_an_aliased_payload_once(aliased: Path, monkeypatch) -> N
         decodes += 1
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(hyperframes._checks, "decode_aligned", counting)
+    monkeypatch.setattr(hyperframes.format.checks, "decode_aligned", counting)
     cpu = time.process_time()
     result = verify_file(aliased)
     cpu = time.process_time() - cpu

@@ -114,8 +114,12 @@ def test_i420_and_nv12_layouts_round_trip() -> None:
         (lambda: rgb_to_yuv420(np.zeros((4, 7, 3), np.uint8)), "even"),
         (lambda: rgb_to_yuv420(np.zeros((4, 4, 3), np.float32)), "uint8"),
         (lambda: rgb_to_yuv420(np.zeros((4, 4, 4), np.uint8)), "3 channels"),
-        (lambda: Yuv420(np.zeros((4, 4), np.uint8), np.zeros((2, 3), np.uint8),
-                        np.zeros((2, 2), np.uint8)), r"expected \(2, 2\)"),
+        (
+            lambda: Yuv420(
+                np.zeros((4, 4), np.uint8), np.zeros((2, 3), np.uint8), np.zeros((2, 2), np.uint8)
+            ),
+            r"expected \(2, 2\)",
+        ),
         (lambda: Yuv420.from_nv12(np.zeros(10, np.uint8), 4, 4), "does not hold"),
         (lambda: to_yuv420(b"not a jpeg"), "JPEG"),
         (lambda: to_yuv420("a string"), "cannot encode"),  # type: ignore[arg-type]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from hyperframes.format.windows import window_of
 from hyperframes.video.gop import IdrPlanner, plan_idrs
-from hyperframes.windows import window_of
 
 W = 100_000_000  # 100 ms windows
 T0 = 17_356_896_000 * W  # a window boundary

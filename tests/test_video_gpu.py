@@ -95,9 +95,10 @@ def test_nvdec_rgb_close_to_cpu_rgb(stream: tuple[Path, list[bytes]]) -> None:
 def test_videostream_on_nvdec_random_equals_sequential(stream: tuple[Path, list[bytes]]) -> None:
     path, aus = stream
     reference = decode_all("cpu", "nv12", aus)
-    with HyperframeReader(path) as r, VideoStream(
-        r, "cam", decoder="nvdec", output="nv12", device="cpu"
-    ) as vs:
+    with (
+        HyperframeReader(path) as r,
+        VideoStream(r, "cam", decoder="nvdec", output="nv12", device="cpu") as vs,
+    ):
         for i in [5, 6, 7, 25, 3, 29, 0, 10, 11]:
             assert np.array_equal(vs.frame_at(i).image, reference[i]), i
         assert vs.stats.seeks == 5

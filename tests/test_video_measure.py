@@ -82,7 +82,9 @@ def test_parse_rows_by_encode_order() -> None:
         (b"[hevc @ 0x55] a libavcodec warning\n", False, (True, False)),
     ],
 )
-def test_which_c_stderr_lines_are_kept(line: bytes, previous_blank: bool, decision: tuple[bool, bool]) -> None:  # noqa: E501
+def test_which_c_stderr_lines_are_kept(
+    line: bytes, previous_blank: bool, decision: tuple[bool, bool]
+) -> None:
     assert keep_line(line, previous_blank) == decision
 
 

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-import converter.verify
+import hyperframes.converter.verify
 import hyperframes.video
 import hyperframes.video.testing
 from hyperframes.video.quality import psnr
@@ -47,7 +47,7 @@ def test_shapes_must_match() -> None:
 def test_one_definition() -> None:
     assert hyperframes.video.psnr is psnr
     assert hyperframes.video.testing.psnr is psnr
-    assert converter.verify.psnr is psnr
+    assert hyperframes.converter.verify.psnr is psnr
 
 
 @pytest.mark.parametrize("shape", [(7,), (16384,), (16385,), (3, 16384), (900, 1600), (45, 80, 3)])

@@ -9,7 +9,7 @@ import pytest
 from PIL import Image
 
 from hyperframes import SensorKind, StreamInfo
-from hyperframes.cli import main
+from hyperframes.cli.main import main
 from hyperframes.reader import HyperframeReader
 from hyperframes.synth import profile, write_synthetic
 from hyperframes.viz.contact import (
@@ -66,9 +66,7 @@ def test_contact_sheet_of_a_demo_window(demo: Path, tmp_path: Path) -> None:
     with Image.open(out) as img:
         assert img.format == "PNG" and img.width > 600
     images = sum(len(row) for row in sheet.cameras)
-    assert f"window 3 (id {sheet.window_id}), {images} camera frames, 3 other panels" in str(
-        result
-    )
+    assert f"window 3 (id {sheet.window_id}), {images} camera frames, 3 other panels" in str(result)
 
 
 def test_missing_streams_and_window_range(tmp_path: Path) -> None:

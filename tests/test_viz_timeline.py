@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from hyperframes.cli import main
+from hyperframes.cli.main import main
+from hyperframes.format.times import parse_time
 from hyperframes.reader import HyperframeReader
 from hyperframes.viz import events as ev
 from hyperframes.viz.errors import EmptyRangeError, IncompatibleFilesError
 from hyperframes.viz.facts import RecordingFacts, facts_from_reader, merge_facts
-from hyperframes.viz.timearg import parse_time
 from hyperframes.viz.timeline import build_timeline
 from hyperframes.writer import HyperframeWriter
 

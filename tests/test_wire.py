@@ -1,4 +1,4 @@
-"""The ingest wire protocol (recorder.wire) and the ZMQ publisher helper."""
+"""The ingest wire protocol (hyperframes.recorder.ingest.wire) and the ZMQ publisher helper."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hyperframes._crc import crc32c
-from recorder import wire
-from recorder.wire import (
+from hyperframes.format.crc import crc32c
+from hyperframes.recorder.ingest import wire
+from hyperframes.recorder.ingest.wire import (
     HEADER_SIZE,
     WireError,
     WireFlags,
@@ -163,7 +163,14 @@ def test_longer_header_from_a_newer_minor_version_is_read() -> None:
 
 
 GOLDEN_EXTENDED_HEX = (  # docs/INGEST.md: the golden header grown to 48 bytes by a later minor
-    "48465750" "01" "30" "0700" "0807060504030201" "2a00000000000000" "40420f00" "05000000"
+    "48465750"
+    "01"
+    "30"
+    "0700"
+    "0807060504030201"
+    "2a00000000000000"
+    "40420f00"
+    "05000000"
     "4cbb719a"  # payload_crc, still at offset 32
     "1112131415161718"  # offsets 36..44: fields a later revision appended (skipped by v1)
     "70687f90"  # header_crc at header_size - 4 = 44: CRC32C of bytes 0..44
@@ -272,7 +279,11 @@ def test_garbage_never_raises_anything_but_wire_error(data: bytes) -> None:
 
 def test_zmq_publisher_push_pull_sequences() -> None:
     zmq = pytest.importorskip("zmq")
-    from recorder.publisher import SequenceCounter, ZmqPublisher, encode_mqtt_payload
+    from hyperframes.recorder.ingest.publisher import (
+        SequenceCounter,
+        ZmqPublisher,
+        encode_mqtt_payload,
+    )
 
     ctx = zmq.Context()
     pull = ctx.socket(zmq.PULL)
@@ -307,7 +318,7 @@ def test_zmq_publisher_push_pull_sequences() -> None:
 
 def test_zmq_publisher_rejects_unknown_socket_type() -> None:
     pytest.importorskip("zmq")
-    from recorder.publisher import ZmqPublisher
+    from hyperframes.recorder.ingest.publisher import ZmqPublisher
 
     with pytest.raises(ValueError, match="socket_type"):
         ZmqPublisher("inproc://nothing", "dealer")  # type: ignore[arg-type]

@@ -17,10 +17,10 @@ from hyperframes import (
     NotFinalizedError,
     StreamInfo,
 )
-from hyperframes.codecs import codec_of, decode_frame, encode_frame
-from hyperframes.layout import HEADER_SIZE, Header
+from hyperframes.format.codecs import codec_of, decode_frame, encode_frame
+from hyperframes.format.layout import HEADER_SIZE, Header
+from hyperframes.format.windows import window_of
 from hyperframes.reader import HyperframeReader
-from hyperframes.windows import window_of
 from hyperframes.writer import HyperframeWriter, WriteFrame
 
 from conftest import T0, WINDOW_NS, lidar_sweep, small_frames, small_streams
@@ -117,8 +117,9 @@ def test_windows_hold_the_brief_frame_counts(write_file) -> None:
         assert r.window_count() == 20  # 2 s of 100 ms windows
         counts = []
         for hf in r:
-            assert all(hf.start_ns < f.timestamp_ns <= hf.end_ns
-                       for fs in hf.frames.values() for f in fs)
+            assert all(
+                hf.start_ns < f.timestamp_ns <= hf.end_ns for fs in hf.frames.values() for f in fs
+            )
             counts.append(tuple(len(hf[s]) for s in (0, 1, 2)))
         middle = counts[2:-2]
         assert all(c[1] == 1 and c[2] == 20 and c[0] in (3, 4) for c in middle), middle
@@ -257,8 +258,10 @@ def test_readers_and_writers_refuse_pickle(write_file, tmp_path: Path) -> None:
     path, _ = write_file()
     with HyperframeReader(path) as r, pytest.raises(TypeError, match="one reader per process"):
         pickle.dumps(r)
-    with HyperframeWriter(tmp_path / "p.hf", small_streams(), WINDOW_NS) as w, \
-            pytest.raises(TypeError):
+    with (
+        HyperframeWriter(tmp_path / "p.hf", small_streams(), WINDOW_NS) as w,
+        pytest.raises(TypeError),
+    ):
         pickle.dumps(w)
 
 

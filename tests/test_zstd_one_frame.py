@@ -16,8 +16,8 @@ import zstandard
 from test_hostile import entry_positions_all, set_payload
 
 from hyperframes import CorruptFileError, FileMetadata, SensorKind, StreamInfo
-from hyperframes import _payload_blocks as blocks
-from hyperframes.codecs import CODEC_ZSTD, CODEC_ZSTD_BLOCKS, MAX_RATIO, codec_of
+from hyperframes.format import payload_blocks as blocks
+from hyperframes.format.codecs import CODEC_ZSTD, CODEC_ZSTD_BLOCKS, MAX_RATIO, codec_of
 from hyperframes.reader import HyperframeReader
 from hyperframes.recover import recover
 from hyperframes.verify import verify_file

@@ -25,12 +25,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from hyperframes.format.windows import window_end, window_start
 from hyperframes.mcap import messages as msg
 from hyperframes.mcap.errors import MessageDecodeError
 from hyperframes.mcap.schemas import flag_names
 from hyperframes.mcap.windowing import PendingFrame, ReadyWindow
 from hyperframes.reader import HyperframeReader
-from hyperframes.windows import window_end, window_start
 
 __all__ = [
     "FrameNote",

@@ -34,8 +34,10 @@ from typing import IO, Any, Literal
 import numpy as np
 from mcap.writer import CompressionType, Writer
 
-from hyperframes import __version__, search
-from hyperframes._io import atomic_output
+from hyperframes import __version__
+from hyperframes.format import search
+from hyperframes.format.streams import StreamInfo
+from hyperframes.format.windows import window_end, window_of
 from hyperframes.mcap import messages
 from hyperframes.mcap.blocks import BlockNote, file_block_notes, quarantine_log_time
 from hyperframes.mcap.errors import EmptyRangeError, StreamMismatchError, UnknownStreamError
@@ -50,10 +52,9 @@ from hyperframes.mcap.schemas import (
     quarantine_topic,
 )
 from hyperframes.reader import HyperframeReader
-from hyperframes.streams import StreamInfo
+from hyperframes.storage.local import atomic_output
 from hyperframes.viz.events import Event, recording_events
 from hyperframes.viz.facts import facts_from_reader
-from hyperframes.windows import window_end, window_of
 
 __all__ = ["Compression", "COMPRESSIONS", "TopicStats", "ExportReport", "export_mcap"]
 

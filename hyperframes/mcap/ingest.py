@@ -35,8 +35,8 @@ from mcap.records import Schema as McapSchema
 from mcap.stream_reader import StreamReader
 from mcap.summary import Summary
 
-from hyperframes._io import check_output, fsync_dir
-from hyperframes.layout import FrameFlags
+from hyperframes.format.layout import FrameFlags
+from hyperframes.format.streams import FileMetadata, StreamInfo
 from hyperframes.mcap.blocks import BlockAssembler, BlockNote
 from hyperframes.mcap.errors import (
     BadMappingError,
@@ -58,7 +58,7 @@ from hyperframes.mcap.schemas import (
     stream_name_for,
 )
 from hyperframes.mcap.windowing import PendingFrame, ReadyWindow, WindowAssembler
-from hyperframes.streams import FileMetadata, StreamInfo
+from hyperframes.storage.local import check_output, fsync_dir
 from hyperframes.writer import HyperframeWriter, WriteFrame
 
 __all__ = ["TimeSource", "MCAP_MAGIC", "StreamReport", "ImportReport", "import_mcap"]

@@ -24,11 +24,11 @@ from typing import Any
 
 import numpy as np
 
+from hyperframes.format.streams import SensorKind, StreamInfo, TimestampSource
 from hyperframes.mcap import _pb
 from hyperframes.mcap import messages as msg
 from hyperframes.mcap._foxglove_schemas import DESCRIPTORS
 from hyperframes.mcap.errors import MessageDecodeError
-from hyperframes.streams import SensorKind, StreamInfo, TimestampSource
 
 __all__ = [
     "EVENTS_TOPIC",

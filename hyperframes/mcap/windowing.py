@@ -2,7 +2,7 @@
 
 Frames come in the order of some arrival clock (an MCAP file's log time) but
 are placed by their capture time, which may lag it. A window ``k`` (frames
-stamped in ``(k*L, (k+1)*L]``, :func:`hyperframes.windows.window_of`) stays
+stamped in ``(k*L, (k+1)*L]``, :func:`hyperframes.format.windows.window_of`) stays
 open until the arrival clock passes its end by ``max_delay_ns``; a frame of
 a window already closed goes into the next window written, flagged LATE,
 exactly as the recorder treats a late frame. A QUARANTINED frame (its stamp
@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 
-from hyperframes.layout import FrameFlags
-from hyperframes.windows import window_end, window_of
+from hyperframes.format.layout import FrameFlags
+from hyperframes.format.windows import window_end, window_of
 
 __all__ = ["PendingFrame", "ReadyWindow", "WindowAssembler"]
 

@@ -16,7 +16,7 @@ from typing import Literal
 
 import numpy as np
 
-from hyperframes.layout import FrameFlags
+from hyperframes.format.layout import FrameFlags
 from hyperframes.sync.errors import ClockMismatchError
 
 __all__ = ["Clock", "ClockCheck", "clock_of", "check_clocks"]

@@ -11,7 +11,7 @@ and computes, against one reference stream:
 - per stream, the frames dropped according to its counter (gaps), counter
   resets, late and quarantined frames, and the windows where it has no frame.
 
-``hyperframes sync-report FILE --ref STREAM`` prints it (:mod:`hyperframes.sync.cli`).
+``hyperframes sync-report FILE --ref STREAM`` prints it (:mod:`hyperframes.cli.sync`).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from hyperframes.layout import FrameFlags
+from hyperframes.format.layout import FrameFlags
 from hyperframes.reader import HyperframeReader
 from hyperframes.sync.clocks import Clock, ClockCheck, check_clocks, clock_of
 from hyperframes.sync.errors import ClockMismatchError

@@ -16,9 +16,10 @@ from typing import Any, Literal
 import numpy as np
 import torch
 
-from hyperframes import search
 from hyperframes.errors import HyperframesError
-from hyperframes.streams import StreamInfo
+from hyperframes.format import search
+from hyperframes.format.streams import StreamInfo
+from hyperframes.format.windows import window_end, window_of, window_start
 from hyperframes.sync import NoMatchError, nearest
 from hyperframes.torch._read import read_frames
 from hyperframes.torch._state import WorkerState
@@ -26,7 +27,6 @@ from hyperframes.torch.catalog import Align, Catalog
 from hyperframes.torch.decode import decode_frame, is_image
 from hyperframes.torch.errors import SampleError
 from hyperframes.torch.video import decode_cpu, read_span
-from hyperframes.windows import window_end, window_of, window_start
 
 __all__ = ["DecodeMode", "StepPlan", "plan_step", "load_steps"]
 

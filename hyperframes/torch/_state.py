@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 from torch.utils.data import get_worker_info
 
-from hyperframes.layout import FrameFlags
+from hyperframes.format.layout import FrameFlags
 from hyperframes.reader import HyperframeReader
 from hyperframes.torch.cache import FrameCache
 

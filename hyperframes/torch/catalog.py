@@ -19,9 +19,9 @@ from typing import Literal
 import numpy as np
 
 from hyperframes.drive import Drive
-from hyperframes.objstore import is_url, list_urls
+from hyperframes.format.streams import StreamInfo
 from hyperframes.reader import HyperframeReader
-from hyperframes.streams import StreamInfo
+from hyperframes.storage.objects import is_url, list_urls
 from hyperframes.sync import ClockCheck, check_clocks
 from hyperframes.torch.errors import StreamSelectionError
 

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 from torch.utils.data import Dataset
 
-from hyperframes.streams import StreamInfo
+from hyperframes.format.streams import StreamInfo
 from hyperframes.sync import ClockCheck
 from hyperframes.torch._load import DecodeMode, load_steps, plan_step
 from hyperframes.torch._state import WorkerState

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from hyperframes.format.streams import StreamInfo
 from hyperframes.images import IMAGE_ENCODINGS, decode_image, jpeg_backend
 from hyperframes.reader import Frame
-from hyperframes.streams import StreamInfo
 
 __all__ = ["IMAGE_ENCODINGS", "is_image", "decode_image", "decode_frame", "jpeg_backend"]
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from hyperframes.windows import window_of
+from hyperframes.format.windows import window_of
 
 __all__ = ["DEFAULT_K", "DEFAULT_MAX_GOP", "IdrPlanner", "plan_idrs"]
 

@@ -21,9 +21,9 @@ from typing import Any, Literal, Self
 
 import numpy as np
 
-from hyperframes import search
 from hyperframes.errors import FrameNotFoundError
-from hyperframes.layout import FrameFlags
+from hyperframes.format import search
+from hyperframes.format.layout import FrameFlags
 from hyperframes.reader import HyperframeReader, Mode
 from hyperframes.video.decode import Decoder, Output, create_decoder
 from hyperframes.video.errors import BitstreamError, DecodeError, NotVideoStreamError

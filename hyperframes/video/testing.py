@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from hyperframes.layout import FrameFlags
-from hyperframes.streams import SensorKind, StreamInfo
+from hyperframes.format.layout import FrameFlags
+from hyperframes.format.streams import SensorKind, StreamInfo
 from hyperframes.synth import BASE_NS, make_generator
 from hyperframes.video import _deps
 from hyperframes.video.encode import EncoderSettings, create_encoder

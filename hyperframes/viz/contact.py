@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from PIL import Image
 
+from hyperframes.format.streams import SensorKind, StreamInfo
 from hyperframes.reader import Frame, Hyperframe
-from hyperframes.streams import SensorKind, StreamInfo
 
 __all__ = [
     "MAX_THUMB_WIDTH",

@@ -24,9 +24,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hyperframes.layout import FrameFlags
+from hyperframes.format.layout import FrameFlags
+from hyperframes.format.windows import window_end, window_start
 from hyperframes.viz.facts import RecordingFacts, StreamFacts
-from hyperframes.windows import window_end, window_start
 
 __all__ = [
     "GAP_FACTOR",

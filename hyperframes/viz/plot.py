@@ -21,12 +21,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from hyperframes._io import atomic_output
 from hyperframes.events import events_of_files
+from hyperframes.format.times import parse_range
 from hyperframes.reader import HyperframeReader
+from hyperframes.storage.local import atomic_output
 from hyperframes.viz.errors import MissingExtraError
 from hyperframes.viz.facts import facts_from_reader, merge_facts
-from hyperframes.viz.timearg import parse_range
 from hyperframes.viz.timeline import EventMark, SyncPanel, Timeline, build_timeline
 
 if TYPE_CHECKING:
@@ -343,7 +343,7 @@ def plot_files(
 ) -> PlotResult:
     """Plot the timeline of ``files`` (consecutive segments) to the PNG ``output``.
 
-    ``start``/``end`` take the forms of :func:`~hyperframes.viz.timearg.parse_time`.
+    ``start``/``end`` take the forms of :func:`~hyperframes.format.times.parse_time`.
     """
     require_matplotlib()
     with contextlib.ExitStack() as stack:

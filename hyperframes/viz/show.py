@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from hyperframes._io import atomic_output
+from hyperframes.format.streams import StreamInfo
 from hyperframes.reader import Frame, HyperframeReader
-from hyperframes.streams import StreamInfo
+from hyperframes.storage.local import atomic_output
 from hyperframes.viz.contact import (
     BevPanel,
     ContactSheet,

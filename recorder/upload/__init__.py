@@ -7,9 +7,9 @@ endpoint) or a local/NFS directory under ``PREFIX/VEHICLE/YYYY-MM-DD/NAME.hf``;
 each upload is resumable and verified end to end (SHA-256 computed here,
 compared with what the store reports) before the segment is marked uploaded.
 
-Modules: :mod:`~recorder.upload.config` (the YAML section),
-:mod:`~recorder.upload.plan` (pure: order, object keys, backoff, bandwidth),
-:mod:`~recorder.upload.marks` (durable per-segment marks and resume state),
-:mod:`~recorder.upload.local` and :mod:`~recorder.upload.s3` (destinations),
-:mod:`~recorder.upload.service` (the loop), :mod:`~recorder.upload.stats`.
+Modules: :mod:`~hyperframes.recorder.upload.config` (the YAML section),
+:mod:`~hyperframes.recorder.upload.plan` (pure: order, object keys, backoff, bandwidth),
+:mod:`~hyperframes.recorder.upload.marks` (durable per-segment marks and resume state),
+:mod:`~hyperframes.recorder.upload.local` and :mod:`~hyperframes.recorder.upload.s3` (destinations),
+:mod:`~hyperframes.recorder.upload.service` (the loop), :mod:`~hyperframes.recorder.upload.stats`.
 """

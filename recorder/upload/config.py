@@ -28,7 +28,7 @@ from typing import Any, Final
 from hyperframes import _yamlconf as v
 from hyperframes._yamlconf import Section
 from hyperframes.errors import ConfigError
-from hyperframes.objstore import split_s3_url
+from hyperframes.storage.objects import split_s3_url
 
 __all__ = ["UploadConfig", "S3Settings", "parse_upload"]
 

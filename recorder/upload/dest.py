@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from recorder.upload.sums import FileSums
+from hyperframes.recorder.upload.sums import FileSums
 
 __all__ = ["Job", "Destination", "mark_doc"]
 
@@ -36,7 +36,7 @@ class Destination(Protocol):
     def upload(self, job: Job) -> dict[str, Any]:
         """Put the segment under ``job.key``, verified; the facts for its mark.
 
-        Raises :class:`~recorder.upload.errors.UploadError`. Safe to call again
+        Raises :class:`~hyperframes.recorder.upload.errors.UploadError`. Safe to call again
         after any failure or a kill: it resumes or finds the finished object.
         """
         ...

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from recorder.errors import RecorderError
+from hyperframes.recorder.errors import RecorderError
 
 __all__ = ["UploadError", "REASONS"]
 

@@ -16,9 +16,9 @@ import stat
 from pathlib import Path
 from typing import Any
 
-from hyperframes._io import fsync_dir
-from recorder.upload.dest import Job, mark_doc
-from recorder.upload.errors import UploadError
+from hyperframes.recorder.upload.dest import Job, mark_doc
+from hyperframes.recorder.upload.errors import UploadError
+from hyperframes.storage.local import fsync_dir
 
 __all__ = ["LocalDest"]
 

@@ -8,15 +8,15 @@ import threading
 import time
 from types import FrameType
 
-from recorder.config import VehicleConfig
-from recorder.sdnotify import Notifier
-from recorder.upload.errors import UploadError
-from recorder.upload.service import UploadService
-from recorder.upload.stats import UploadStats, collect
+from hyperframes.recorder.config import VehicleConfig
+from hyperframes.recorder.sdnotify import Notifier
+from hyperframes.recorder.upload.errors import UploadError
+from hyperframes.recorder.upload.service import UploadService
+from hyperframes.recorder.upload.stats import UploadStats, collect
 
 __all__ = ["upload_main"]
 
-_log = logging.getLogger("recorder.upload")
+_log = logging.getLogger("hyperframes.recorder.upload")
 
 
 def _watchdog(service: UploadService, notifier: Notifier, stop: threading.Event) -> None:
@@ -50,7 +50,7 @@ def upload_main(cfg: VehicleConfig, once: bool = False) -> int:
         return 1 if failed else 0
     exporter = None
     if cfg.upload.metrics_port is not None:
-        from recorder.metrics import start_prometheus_exporter  # noqa: PLC0415
+        from hyperframes.recorder.metrics import start_prometheus_exporter  # noqa: PLC0415
 
         exporter = start_prometheus_exporter(
             stats, cfg.upload.metrics_port, cfg.upload.metrics_host, collect=collect

@@ -20,7 +20,7 @@ import stat
 from pathlib import Path
 from typing import Any, Final
 
-from hyperframes._io import fsync_dir, safe_dir, write_atomic
+from hyperframes.storage.local import fsync_dir, safe_dir, write_atomic
 
 __all__ = ["UPLOADED_DIR", "STATE_DIR", "MarkStore", "uploaded_names"]
 

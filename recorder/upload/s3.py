@@ -24,12 +24,12 @@ import os
 from typing import Any
 
 from hyperframes._install import install_hint
-from hyperframes.objstore import classify_error, split_s3_url
-from recorder.upload.config import S3Settings
-from recorder.upload.dest import Job, mark_doc
-from recorder.upload.errors import UploadError
-from recorder.upload.marks import MarkStore
-from recorder.upload.sums import FileSums, PartSum, b64
+from hyperframes.recorder.upload.config import S3Settings
+from hyperframes.recorder.upload.dest import Job, mark_doc
+from hyperframes.recorder.upload.errors import UploadError
+from hyperframes.recorder.upload.marks import MarkStore
+from hyperframes.recorder.upload.sums import FileSums, PartSum, b64
+from hyperframes.storage.objects import classify_error, split_s3_url
 
 __all__ = ["S3Dest", "make_client"]
 

@@ -22,24 +22,24 @@ import time
 from pathlib import Path
 from typing import Any
 
-from hyperframes._cliutil import TransferMeter, progress, progress_done
-from hyperframes._io import fsync_dir
+from hyperframes.cli.common import TransferMeter, progress, progress_done
 from hyperframes.errors import HyperframesError
 from hyperframes.events import read_event_log
-from recorder.config import VehicleConfig
-from recorder.retention import protected_names
-from recorder.segments import list_segments, parse_segment_name
-from recorder.upload.config import UploadConfig
-from recorder.upload.dest import Destination, Job
-from recorder.upload.errors import UploadError
-from recorder.upload.marks import MarkStore
-from recorder.upload.plan import Candidate, TokenBucket, backoff_s, object_key, order
-from recorder.upload.stats import UploadStats
-from recorder.upload.sums import file_sums
+from hyperframes.recorder.config import VehicleConfig
+from hyperframes.recorder.events.retention import protected_names
+from hyperframes.recorder.segments import list_segments, parse_segment_name
+from hyperframes.recorder.upload.config import UploadConfig
+from hyperframes.recorder.upload.dest import Destination, Job
+from hyperframes.recorder.upload.errors import UploadError
+from hyperframes.recorder.upload.marks import MarkStore
+from hyperframes.recorder.upload.plan import Candidate, TokenBucket, backoff_s, object_key, order
+from hyperframes.recorder.upload.stats import UploadStats
+from hyperframes.recorder.upload.sums import file_sums
+from hyperframes.storage.local import fsync_dir
 
 __all__ = ["UploadService", "make_destination", "protected_segments"]
 
-_log = logging.getLogger("recorder.upload")
+_log = logging.getLogger("hyperframes.recorder.upload")
 _WHEN_TIMEOUT_S = 30.0
 
 
@@ -50,11 +50,11 @@ class _Stopping(Exception):
 def make_destination(up: UploadConfig, marks: MarkStore) -> tuple[Destination, str]:
     """The destination for ``up.dest`` and the key prefix inside it."""
     if up.is_s3:
-        from recorder.upload.s3 import S3Dest  # noqa: PLC0415 - boto3 only for s3://
+        from hyperframes.recorder.upload.s3 import S3Dest  # noqa: PLC0415 - boto3 only for s3://
 
         dest = S3Dest(up.dest, up.s3, marks, up.part_bytes)
         return dest, dest.prefix
-    from recorder.upload.local import LocalDest  # noqa: PLC0415
+    from hyperframes.recorder.upload.local import LocalDest  # noqa: PLC0415
 
     return LocalDest(up.dest), ""
 
@@ -267,7 +267,7 @@ class UploadService:
         )
 
     def run(self, notify: Any = None) -> None:
-        """Pass after pass until :meth:`stop`; ``notify``: a :class:`recorder.sdnotify.Notifier`."""
+        """Pass after pass until :meth:`stop`; ``notify``: an :mod:`~.sdnotify` Notifier."""
         first = True
         while not self._stop.is_set():
             self.run_once()

@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from recorder.upload.errors import REASONS
+from hyperframes.recorder.upload.errors import REASONS
 
 __all__ = ["UploadStats", "collect"]
 

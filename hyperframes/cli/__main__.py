@@ -1,0 +1,5 @@
+"""``python -m hyperframes.cli``: the same as the ``hyperframes`` command."""
+
+from hyperframes.cli.main import console
+
+console()

@@ -1,0 +1,191 @@
+"""The ``events:`` section of the vehicle YAML, validated with precise messages.
+
+::
+
+    events:
+      topic: events             # topic of event messages on every transport (docs/INGEST.md)
+      pre_s: 10                 # kept before an event, unless its name or message says otherwise
+      post_s: 5                 # kept after it
+      names:                    # per event name
+        hard_brake: {pre_s: 25, post_s: 10}
+      log_max_mb: 16            # bound of DIR/events.jsonl
+      control_socket: /run/hyperframes/control.sock   # for `hyperframes mark`
+      rules:
+        - {name: hard_brake, stream: imu, field: 0, below: -6.0, for_ms: 100}
+        - {name: lidar_stale, stream: lidar_top, stale_ms: 500}
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+import numpy as np
+
+from hyperframes import _yamlconf as v
+from hyperframes._yamlconf import Section
+from hyperframes.errors import ConfigError
+from hyperframes.events import EVENT_STREAM_ID, EVENT_STREAM_NAME, EventError, check_event_name
+from hyperframes.format.streams import StreamInfo
+from hyperframes.recorder.events.rules import Rule, StaleRule, ThresholdRule
+
+__all__ = ["EventsConfig", "DEFAULT_CONTROL_SOCKET", "parse_events", "check_event_streams"]
+
+DEFAULT_CONTROL_SOCKET: Final = Path("/run/hyperframes/control.sock")
+"""In the unit's RuntimeDirectory (deploy/hyperframes-recorder.service)."""
+_MAX_S: Final = 86_400.0
+_KEYS = ("topic", "pre_s", "post_s", "names", "log_max_mb", "control_socket", "rules")
+_RULE_KEYS = ("name", "stream", "field", "below", "above", "for_ms", "stale_ms", "pre_s",
+              "post_s")  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class EventsConfig:
+    """Where events arrive, how much they keep by default and per name, and the rules."""
+
+    topic: str = "events"
+    pre_s: float = 10.0
+    post_s: float = 5.0
+    names: Mapping[str, tuple[float, float]] = field(default_factory=dict)
+    log_max_mb: float = 16.0
+    control_socket: Path = DEFAULT_CONTROL_SOCKET
+    rules: tuple[Rule, ...] = ()
+
+    def window_for(self, name: str) -> tuple[float, float]:
+        """``(pre_s, post_s)`` for an event named ``name`` that gives none of its own."""
+        return self.names.get(name, (self.pre_s, self.post_s))
+
+    @property
+    def log_max_bytes(self) -> int:
+        """The event log's size limit in bytes."""
+        return int(self.log_max_mb * 1024 * 1024)
+
+    @property
+    def longest_pre_s(self) -> float:
+        """The longest pre-roll any configured name, rule or the default asks for."""
+        pres = [self.pre_s, *(p for p, _ in self.names.values())]
+        pres += [r.pre_s for r in self.rules]
+        return max(pres)
+
+
+_seconds = v.number(_MAX_S, zero_ok=True)
+
+
+def _event_name(key: str, value: object) -> str:
+    try:
+        return check_event_name(value, "event name")
+    except EventError as exc:
+        raise ConfigError(key, exc.problem) from None
+
+
+def _field_index(s: Section, info: StreamInfo) -> int:
+    key = s.key("field")
+    raw = s.data.get("field")
+    width = info.shape[-1] if info.shape else 1
+    names = info.extra.get("fields") if isinstance(info.extra, dict) else None
+    if isinstance(raw, str):
+        if not isinstance(names, list) or raw not in names:
+            listed = f"; named fields of {info.name}: {', '.join(map(str, names))}" if isinstance(
+                names, list) else f" ({info.name} has no extra.fields list)"  # fmt: skip
+            raise ConfigError(key, f"{raw!r} is not a field name{listed}")
+        return names.index(raw)
+    if raw is None:
+        raise ConfigError(key, "required key is missing (an index, or a name from extra.fields)")
+    return v.int_in(0, width - 1)(key, raw)
+
+
+def _rule(data: object, i: int, by_name: Mapping[str, StreamInfo], ev: Section,
+          names: Mapping[str, tuple[float, float]], pre: float, post: float) -> Rule:  # fmt: skip
+    s = Section(data, f"events.rules[{i}]", _RULE_KEYS)
+    name = s.need("name", _event_name)
+    stream = s.need("stream", v.string)
+    info = by_name.get(stream)
+    if info is None:
+        hint = v.suggest(stream, list(by_name))
+        raise ConfigError(s.key("stream"), f"no stream named {stream!r}{hint} "
+                          f"(streams: {', '.join(by_name)})")  # fmt: skip
+    d_pre, d_post = names.get(name, (pre, post))
+    r_pre = s.get("pre_s", _seconds, d_pre)
+    r_post = s.get("post_s", _seconds, d_post)
+    if s.has("stale_ms"):
+        for other in ("field", "below", "above", "for_ms"):
+            if s.has(other):
+                raise ConfigError(s.key(other), "does not apply to a stale rule (stale_ms given)")
+        stale = s.get("stale_ms", v.number(_MAX_S * 1000), 0.0)
+        return StaleRule(name, info.id, round(stale * 1e6), r_pre, r_post)
+    below, above = s.get("below", _finite, None), s.get("above", _finite, None)
+    if (below is None) == (above is None):
+        raise ConfigError(s.path, "a threshold rule needs exactly one of below: or above: "
+                          "(or stale_ms: for a stale rule)")  # fmt: skip
+    if info.dtype is None or np.dtype(info.dtype).kind not in "iuf":
+        raise ConfigError(
+            s.key("stream"),
+            f"{stream!r} is not a numeric array stream (encoding {info.encoding}, "
+            f"dtype {info.dtype}); a threshold needs one",
+        )
+    idx = _field_index(s, info)
+    for_ms = s.get("for_ms", v.number(_MAX_S * 1000, zero_ok=True), 0.0)
+    return ThresholdRule(name, info.id, idx, below, above, round(for_ms * 1e6), r_pre, r_post)
+
+
+def _finite(key: str, value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not np.isfinite(value):
+        raise ConfigError(key, f"must be a finite number, got {v.kind(value)}")
+    return float(value)
+
+
+def parse_events(data: object, streams: Sequence[StreamInfo]) -> EventsConfig:
+    """Validate ``events:`` (``data`` may be ``None``: the defaults) against the streams."""
+    s = Section({} if data is None else data, "events", _KEYS)
+    pre = s.get("pre_s", _seconds, 10.0)
+    post = s.get("post_s", _seconds, 5.0)
+    names: dict[str, tuple[float, float]] = {}
+    raw_names: dict[str, Any] = s.get("names", v.mapping, {})
+    for key, val in raw_names.items():
+        path = f"events.names.{key}"
+        _event_name(path, key)
+        n = Section(val, path, ("pre_s", "post_s"))
+        names[key] = (n.get("pre_s", _seconds, pre), n.get("post_s", _seconds, post))
+    by_name = {st.name: st for st in streams}
+    raw_rules = v.listing(s.data["rules"], "events.rules") if s.has("rules") else []
+    rules = tuple(_rule(d, i, by_name, s, names, pre, post) for i, d in enumerate(raw_rules))
+    return EventsConfig(
+        topic=s.get("topic", v.string, "events"),
+        pre_s=pre,
+        post_s=post,
+        names=names,
+        log_max_mb=s.get("log_max_mb", v.number(4096), 16.0),
+        control_socket=s.get("control_socket", v.path, DEFAULT_CONTROL_SOCKET),
+        rules=rules,
+    )
+
+
+def check_event_streams(streams: Sequence[StreamInfo], topics: Sequence[str],
+                        events: EventsConfig) -> None:  # fmt: skip
+    """The event stream's id, name and topic are reserved: no sensor stream may use them."""
+    for i, st in enumerate(streams):
+        if st.id == EVENT_STREAM_ID:
+            raise ConfigError(f"streams[{i}].id", f"{EVENT_STREAM_ID} is reserved for the "
+                              "event stream (use 0-65534)")  # fmt: skip
+        if st.name == EVENT_STREAM_NAME:
+            raise ConfigError(f"streams[{i}].name", f"{EVENT_STREAM_NAME!r} is reserved for "
+                              "the event stream")  # fmt: skip
+    for i, topic in enumerate(topics):
+        if topic == events.topic:
+            raise ConfigError(f"streams[{i}].topic", f"{topic!r} is the event topic "
+                              "(events.topic); give the stream or the events another")  # fmt: skip
+
+
+def check_buffer(events: EventsConfig, retention: str, buffer_s: float) -> None:
+    """Snapshot mode: the rolling buffer must hold the longest configured pre-roll."""
+    if retention != "events":
+        return
+    longest = events.longest_pre_s
+    if buffer_s < longest:
+        raise ConfigError(
+            "disk.buffer_s",
+            f"{buffer_s:g} s is shorter than the longest pre_s configured ({longest:g} s): "
+            "that pre-roll would already be deleted when its event arrives",
+        )
