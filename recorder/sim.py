@@ -67,7 +67,6 @@ import numpy as np
 import zmq
 
 from hyperframes.format.streams import SensorKind, StreamInfo
-from hyperframes.recorder.cli import add_sim_arguments
 from hyperframes.recorder.config import (
     ConfigError,
     StreamConfig,
@@ -78,6 +77,7 @@ from hyperframes.recorder.config import (
 from hyperframes.recorder.errors import SimError, SimOptionError
 from hyperframes.recorder.ingest.curve import CurveClientKeys, client_keys, server_public_key_file
 from hyperframes.recorder.ingest.publisher import ZmqPublisher, encode_mqtt_payload
+from hyperframes.recorder.sim_args import add_sim_arguments
 from hyperframes.synth import make_generator
 
 __all__ = [

@@ -18,10 +18,12 @@ from typing import Any, Literal
 
 import numpy as np
 
-from hyperframes.video import _deps, _nvprobe, nal
+from hyperframes.video._deps import available, require
+from hyperframes.video._nvprobe import nvc_module, probe
+from hyperframes.video.backend import DecodedPicture, Output, check_output
 from hyperframes.video.color import Yuv420
-from hyperframes.video.decode import DecodedPicture, Output, _check_output
 from hyperframes.video.errors import DecodeError, DecoderUnavailableError
+from hyperframes.video.nal import SPS_NUT, parse_sps, split_nal_units
 
 __all__ = ["NvdecDecoder"]
 
@@ -38,16 +40,16 @@ class NvdecDecoder:
         gpu_id: int = 0,
         device: Literal["cuda", "cpu"] | None = None,
     ) -> None:
-        _check_output(output)
-        caps = _nvprobe.probe()
-        nvc: Any = _nvprobe.nvc_module()
+        check_output(output)
+        caps = probe()
+        nvc: Any = nvc_module()
         if nvc is None or not caps.can_decode:
             raise DecoderUnavailableError("nvdec", caps.summary())
         if not 0 <= gpu_id < len(caps.devices):
             raise DecoderUnavailableError("nvdec", f"no GPU {gpu_id}; found {caps.devices}")
         if device is None:
-            device = "cuda" if _deps.available("torch") else "cpu"
-        self._torch: Any = _deps.require("torch") if device == "cuda" else None
+            device = "cuda" if available("torch") else "cpu"
+        self._torch: Any = require("torch") if device == "cuda" else None
         self.output: Output = output
         self.device = device
         self.gpu_id = gpu_id
@@ -107,9 +109,9 @@ class NvdecDecoder:
         head = bytes(buf[:512])  # parameter sets come first in an IDR access unit
         if b"\x00\x00\x01\x42" not in head:  # 0x42: SPS NAL header, first byte
             return
-        for unit in nal.split_nal_units(buf.tobytes()):
-            if unit.type == nal.SPS_NUT:
-                sps = nal.parse_sps(unit.data)
+        for unit in split_nal_units(buf.tobytes()):
+            if unit.type == SPS_NUT:
+                sps = parse_sps(unit.data)
                 self._size = (sps.width, sps.height)
                 return
 

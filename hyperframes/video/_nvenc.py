@@ -17,10 +17,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from hyperframes.video import _nvprobe, nal
+from hyperframes.video._nvprobe import nvc_module, probe
+from hyperframes.video.backend import EncodedAU, EncoderSettings, OutputCheck
 from hyperframes.video.color import Yuv420
-from hyperframes.video.encode import EncodedAU, EncoderSettings, OutputCheck
 from hyperframes.video.errors import EncoderUnavailableError
+from hyperframes.video.nal import SPS_NUT, split_nal_units
 from hyperframes.video.vui import set_bt709_limited
 
 __all__ = ["NvencEncoder", "nvenc_options", "fix_parameter_sets"]
@@ -47,12 +48,12 @@ def nvenc_options(settings: EncoderSettings) -> dict[str, str]:
 
 def fix_parameter_sets(au: bytes) -> bytes:
     """The access unit with every SPS rewritten to signal BT.709 limited range."""
-    units = nal.split_nal_units(au)
-    if not any(u.type == nal.SPS_NUT for u in units):
+    units = split_nal_units(au)
+    if not any(u.type == SPS_NUT for u in units):
         return au
     parts = []
     for u in units:
-        data = set_bt709_limited(u.data) if u.type == nal.SPS_NUT else u.data
+        data = set_bt709_limited(u.data) if u.type == SPS_NUT else u.data
         parts.append(b"\x00\x00\x00\x01" + data)
     return b"".join(parts)
 
@@ -63,8 +64,8 @@ class NvencEncoder:
     name = "nvenc"
 
     def __init__(self, settings: EncoderSettings) -> None:
-        caps = _nvprobe.probe()
-        nvc: Any = _nvprobe.nvc_module()
+        caps = probe()
+        nvc: Any = nvc_module()
         if nvc is None or not caps.can_try_encode:
             raise EncoderUnavailableError("nvenc", caps.summary())
         self.settings = settings

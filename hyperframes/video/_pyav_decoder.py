@@ -12,9 +12,9 @@ from typing import Any
 
 import numpy as np
 
-from hyperframes.video import _deps
+from hyperframes.video._deps import require
+from hyperframes.video.backend import DecodedPicture, Output, check_output
 from hyperframes.video.color import Yuv420
-from hyperframes.video.decode import DecodedPicture, Output, _check_output
 from hyperframes.video.errors import DecodeError
 
 __all__ = ["CpuDecoder"]
@@ -26,8 +26,8 @@ class CpuDecoder:
     name = "cpu"
 
     def __init__(self, output: Output = "rgb", *, threads: int = 0) -> None:
-        _check_output(output)
-        self._av: Any = _deps.require("av")
+        check_output(output)
+        self._av: Any = require("av")
         self.output: Output = output
         self._threads = threads
         self._ctx: Any = self._open()

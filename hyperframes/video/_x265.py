@@ -3,7 +3,7 @@
 With ``tune=zerolatency`` and the x265-params below, one access unit comes out
 per ``encode(frame)``; an IDR on a chosen frame needs the codec option
 ``forced-idr=1`` and ``frame.pict_type = I``. With
-:attr:`~hyperframes.video.encode.EncoderSettings.measure`, x265 also reports
+:attr:`~hyperframes.video.backend.EncoderSettings.measure`, x265 also reports
 the PSNR of each picture's reconstruction (:mod:`hyperframes.video._x265_stats`).
 """
 
@@ -12,11 +12,11 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import Any
 
-from hyperframes.video import _deps
+from hyperframes.video._deps import require
 from hyperframes.video._pyav_decoder import plane_views
 from hyperframes.video._x265_stats import FrameStats
+from hyperframes.video.backend import EncodedAU, EncoderSettings, OutputCheck
 from hyperframes.video.color import Yuv420
-from hyperframes.video.encode import EncodedAU, EncoderSettings, OutputCheck
 
 __all__ = ["X265Encoder", "open_codec_context", "x265_params"]
 
@@ -59,7 +59,7 @@ def open_codec_context(settings: EncoderSettings, extra_params: list[str] | None
     :func:`x265_params` (then ``extra_params``, which win). Also the baseline
     of ``bench/bench_video.py``.
     """
-    av: Any = _deps.require("av")
+    av: Any = require("av")
     rate = Fraction(settings.rate_hz).limit_denominator(1001)
     ctx = av.CodecContext.create("libx265", "w")
     ctx.width, ctx.height = settings.width, settings.height
@@ -82,7 +82,7 @@ class X265Encoder:
     name = "x265"
 
     def __init__(self, settings: EncoderSettings) -> None:
-        self._av: Any = _deps.require("av")
+        self._av: Any = require("av")
         self.settings = settings
         self._out = OutputCheck(settings)
         self._stats = FrameStats.create() if settings.measure else None

@@ -31,7 +31,9 @@ import tempfile
 from pathlib import Path
 from typing import Final
 
-from hyperframes.video import _cstderr
+# not `from hyperframes.video import _cstderr`: the package imports this module (a cycle);
+# the module object, because tests patch _cstderr.quiet_x265
+import hyperframes.video._cstderr as _cstderr  # noqa: PLR0402
 
 __all__ = ["FrameStats", "PlanePsnr", "parse_rows"]
 

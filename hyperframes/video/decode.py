@@ -11,18 +11,26 @@ Output formats (``output=``): ``"rgb"`` an ``(H, W, 3)`` uint8 R'G'B' image,
 :class:`~hyperframes.video.color.Yuv420`. The CPU decoder returns numpy
 arrays; NVDEC returns torch CUDA tensors where torch is installed (``"rgb"``
 and ``"nv12"``), numpy otherwise.
+
+The interface and its types live in :mod:`hyperframes.video.backend`, which the
+backends import; they are re-exported here. Backends are imported only when one
+is created.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any
 
-import numpy as np
-
-from hyperframes.video import _nvprobe
+from hyperframes.video._nvprobe import probe
+from hyperframes.video.backend import (
+    OUTPUTS,
+    DecodedPicture,
+    Decoder,
+    DecoderFactory,
+    Output,
+    check_output,
+)
 from hyperframes.video.errors import DecoderUnavailableError
 
 __all__ = [
@@ -37,54 +45,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-
-Output = Literal["rgb", "nv12", "yuv420p"]
-OUTPUTS: tuple[Output, ...] = ("rgb", "nv12", "yuv420p")
-
-
-@dataclass(frozen=True, slots=True)
-class DecodedPicture:
-    """A decoded picture with the ``pts`` its access unit was fed with."""
-
-    pts: int
-    image: Any  # np.ndarray, Yuv420, or a torch tensor (NVDEC); None: not converted
-
-
-class Decoder(Protocol):
-    """The decoder interface (see the module docstring)."""
-
-    name: str
-    output: Output
-
-    def decode(
-        self, au: bytes | np.ndarray, pts: int, *, convert: bool = True
-    ) -> list[DecodedPicture]:
-        """Feed one access unit; returns the pictures that came out.
-
-        ``convert=False``: the picture is only decoded (a reference on the way
-        to a later frame); it comes back with ``image`` None, unconverted.
-        """
-        ...
-
-    def flush(self) -> list[DecodedPicture]:
-        """Drain the pictures still held; the decoder then expects an IDR."""
-        ...
-
-    def reset(self) -> None:
-        """Drop every held picture and reference (before a seek); expects an IDR next."""
-        ...
-
-    def close(self) -> None:
-        """Release the decoder."""
-        ...
-
-
-DecoderFactory = Callable[..., Decoder]
-
-
-def _check_output(output: str) -> None:
-    if output not in OUTPUTS:
-        raise ValueError(f"unknown output {output!r}; choose from {', '.join(OUTPUTS)}")
 
 
 def _cpu(output: Output = "rgb", **kwargs: Any) -> Decoder:
@@ -116,9 +76,9 @@ def create_decoder(name: str = "auto", output: Output = "rgb", **kwargs: Any) ->
     the CPU decoder otherwise, logging why. Keyword arguments go to the
     decoder (``gpu_id`` and ``device`` for NVDEC, ``threads`` for CPU).
     """
-    _check_output(output)
+    check_output(output)
     if name == "auto":
-        caps = _nvprobe.probe()
+        caps = probe()
         if caps.can_decode:
             try:
                 return DECODERS["nvdec"](output, **kwargs)

@@ -28,7 +28,9 @@ from typing import Any, Final, TypeAlias
 import numpy as np
 from PIL import Image, UnidentifiedImageError
 
-from hyperframes.video import _deps
+# not `from hyperframes.video import _deps`: the package imports this module (a cycle);
+# the module object, because tests patch _deps.available
+import hyperframes.video._deps as _deps  # noqa: PLR0402
 from hyperframes.video._pyav_decoder import plane_views
 from hyperframes.video.color import Yuv420, jpeg_ycbcr_to_bt709_limited, rgb_to_yuv420
 from hyperframes.video.errors import FrameFormatError

@@ -13,7 +13,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Final
 
-from hyperframes.video import nal
+# not `from hyperframes.video import nal`: the package imports this module (a cycle)
+import hyperframes.video.nal as nal  # noqa: PLR0402
 from hyperframes.video.errors import BitstreamError
 
 __all__ = [

@@ -9,7 +9,7 @@ bytes out.
 
 from __future__ import annotations
 
-from hyperframes.video import nal
+from hyperframes.video.nal import SPS_NUT, NalSyntaxError, escape, parse_sps, unescape
 
 __all__ = ["BT709_LIMITED_SIGNAL", "set_bt709_limited"]
 
@@ -29,9 +29,9 @@ def set_bt709_limited(sps_nal: bytes) -> bytes:
     Returns the input unchanged when it already says so. Raises
     :class:`~hyperframes.video.nal.NalSyntaxError` when it is not an SPS.
     """
-    if len(sps_nal) < 3 or (sps_nal[0] >> 1) & 0x3F != nal.SPS_NUT:
-        raise nal.NalSyntaxError("not an SPS NAL unit")
-    sps = nal.parse_sps(sps_nal)
+    if len(sps_nal) < 3 or (sps_nal[0] >> 1) & 0x3F != SPS_NUT:
+        raise NalSyntaxError("not an SPS NAL unit")
+    sps = parse_sps(sps_nal)
     v = sps.vui
     if (
         v is not None
@@ -44,11 +44,11 @@ def set_bt709_limited(sps_nal: bytes) -> bytes:
         == BT709_LIMITED_SIGNAL
     ):
         return sps_nal
-    rbsp = nal.unescape(sps_nal)
+    rbsp = unescape(sps_nal)
     bits = f"{int.from_bytes(rbsp, 'big'):0{len(rbsp) * 8}b}"
     stop = bits.rfind("1")  # rbsp_stop_one_bit
     if stop < 0:
-        raise nal.NalSyntaxError("SPS has no rbsp_stop_one_bit")
+        raise NalSyntaxError("SPS has no rbsp_stop_one_bit")
     body = bits[:stop]
     if v is not None:
         a, b = v.signal_type_bits
@@ -62,4 +62,4 @@ def set_bt709_limited(sps_nal: bytes) -> bytes:
     body += "1"
     body += "0" * (-len(body) % 8)
     new_rbsp = int(body, 2).to_bytes(len(body) // 8, "big")
-    return sps_nal[:2] + nal.escape(new_rbsp)
+    return sps_nal[:2] + escape(new_rbsp)

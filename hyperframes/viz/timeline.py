@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from hyperframes.viz import events as ev
+# not `from hyperframes.viz import events`: the package imports this module (a cycle)
+import hyperframes.viz.events as ev
 from hyperframes.viz.errors import EmptyRangeError
 from hyperframes.viz.facts import RecordingFacts, StreamFacts
 
