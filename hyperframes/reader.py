@@ -304,7 +304,7 @@ class HyperframeReader:
         """For an ``s3://`` URL: the object, with its request counts (``remote.stats``)."""
         if is_url(self._name):
             self.remote = RemoteFile(self._name)
-            self._fd: Fd = self.remote  # _io reads it like a descriptor
+            self._fd: Fd = self.remote  # storage.source reads it like a descriptor
         else:
             self._fd = os.open(self._name, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
         try:
