@@ -15,14 +15,13 @@ from hyperframes.drive.core import (
     Damaged,
     Drive,
     DriveFrame,
-    Gap,
     Segment,
     Sources,
-    StreamChange,
     discover,
     find_drives,
     open_drive,
 )
+from hyperframes.drive.plan import Gap, StreamChange
 
 __all__ = [
     "Drive",

@@ -49,20 +49,6 @@ from hyperframes.format.streams import StreamInfo
 from hyperframes.format.windows import window_end, window_start
 from hyperframes.reader import Frame, Hyperframe, HyperframeReader, Mode
 
-__all__ = [
-    "Drive",
-    "DriveFrame",
-    "Damaged",
-    "Gap",
-    "Segment",
-    "StreamChange",
-    "Sources",
-    "discover",
-    "find_drives",
-    "open_drive",
-    "DAMAGED_DIR",
-]
-
 DAMAGED_DIR = "damaged"  # where the recorder moves what it could not recover
 _TMP = ".tmp"
 Sources = str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
