@@ -67,8 +67,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _convert(args: argparse.Namespace) -> int:
-    from hyperframes.converter.batch import BatchOptions, run_batch  # noqa: PLC0415
     from hyperframes.converter.config import ConvertConfig, load_config  # noqa: PLC0415
+    from hyperframes.converter.directory.inbox import BatchOptions, run_batch  # noqa: PLC0415
     from hyperframes.converter.errors import ConfigError, ConverterError  # noqa: PLC0415
 
     try:
@@ -89,10 +89,10 @@ def _convert(args: argparse.Namespace) -> int:
     if args.out is None:
         print("error: --out DIR is required", file=sys.stderr)
         return EXIT_USAGE
-    from hyperframes.converter.bucket import as_url  # noqa: PLC0415
+    from hyperframes.converter.bucket.store import as_url  # noqa: PLC0415
 
     if args.show_ledger or any(as_url(p) for p in (args.out, args.inbox, *args.inputs)):
-        from hyperframes.converter.remote_cli import main as bucket_main  # noqa: PLC0415 - s3:// URLs
+        from hyperframes.converter.bucket.cli import main as bucket_main  # noqa: PLC0415 - s3:// URLs
 
         return bucket_main(args, cfg)
     opts = BatchOptions(

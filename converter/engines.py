@@ -41,6 +41,7 @@ from typing import Any, Final, Protocol
 
 from hyperframes.converter.config import BatchConfig
 from hyperframes.converter.errors import ConfigError, MissingExtraError
+from hyperframes.converter.outcome import Outcome
 from hyperframes.converter.task import run_task
 
 __all__ = [
@@ -54,7 +55,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-Outcome = dict[str, Any]
 #: ``on_progress(key, done, total, bytes_done, phase)``: frames of a conversion (phase
 #: ``convert``), or bytes of a bucket task's ``download``, ``upload`` or ``re-read``
 ProgressSink = Callable[[str, int, int, int, str], None]

@@ -18,8 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from hyperframes.converter.batch import BatchOptions, ledger_records, run_batch, scan_inbox
+from hyperframes.converter.batch.ledger import ledger_records
 from hyperframes.converter.config import ConvertConfig, load_config
+from hyperframes.converter.directory.inbox import BatchOptions, run_batch, scan_inbox
 from hyperframes.converter.errors import BusyError
 from hyperframes.reader import HyperframeReader
 from hyperframes.verify import verify_file
@@ -271,7 +272,7 @@ def test_watch_converts_arrivals_and_stops_on_sigterm(tmp_path: Path) -> None:
 
 def test_an_output_whose_marker_was_lost_is_adopted_not_redone(tmp_path: Path) -> None:
     """The window between publishing an output and writing its marker (kill -9 there)."""
-    from hyperframes.converter.task import MARKERS_DIR, process_input
+    from hyperframes.converter.directory.task import MARKERS_DIR, process_input
 
     src = write_archive(tmp_path / "m.hf", 0.4, late=False, quarantined=False)
     out = tmp_path / "out"

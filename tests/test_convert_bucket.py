@@ -21,12 +21,12 @@ from typing import Any
 import pytest
 from s3_server import FaultyLink, S3Unavailable, s3_client, s3_endpoint
 
-from hyperframes.converter.bucket import ConfigError, as_url, final_copy_mode
-from hyperframes.converter.bucket_keys import Layout, lease_state, ledger_name, scan_objects
-from hyperframes.converter.bucket_ledger import read_ledger
+from hyperframes.converter.bucket.inbox import BucketOptions, run_bucket_batch
+from hyperframes.converter.bucket.keys import Layout, lease_state, ledger_name, scan_objects
+from hyperframes.converter.bucket.ledger import read_ledger
+from hyperframes.converter.bucket.store import ConfigError, as_url, final_copy_mode
+from hyperframes.converter.bucket.task import BUCKET_FAULT_ENV
 from hyperframes.converter.config import parse_config
-from hyperframes.converter.remote_batch import BucketOptions, run_bucket_batch
-from hyperframes.converter.remote_task import BUCKET_FAULT_ENV
 from hyperframes.verify import verify_file
 
 from convert_fixtures import write_archive
@@ -100,7 +100,7 @@ def test_final_copy_mode_is_validated(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_without_obstore_the_message_names_the_extra() -> None:
     code = (
         "import sys; sys.modules['obstore'] = None\n"
-        "from hyperframes.converter.bucket import Bucket\nBucket('bkt')"
+        "from hyperframes.converter.bucket.store import Bucket\nBucket('bkt')"
     )
     proc = subprocess.run(
         [sys.executable, "-c", code],
@@ -443,7 +443,7 @@ def test_a_missing_bucket_is_one_line_naming_it(endpoint: str, tmp_path: Path) -
 def test_final_keys_and_leases_are_never_overwritten(
     s3: Any, mode: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from hyperframes.converter.bucket import Bucket, KeyExistsError, LeaseLostError
+    from hyperframes.converter.bucket.store import Bucket, KeyExistsError, LeaseLostError
 
     monkeypatch.setenv("HYPERFRAMES_S3_FINAL_COPY", mode)
     bucket = Bucket(s3.bucket)
@@ -485,9 +485,9 @@ def test_named_urls_and_globs_convert_and_a_bad_named_input_stays_put(
 
 @pytest.mark.network
 def test_a_bucket_task_reports_its_download_upload_and_re_read(s3: Any, tmp_path: Path) -> None:
-    from hyperframes.converter.bucket import Bucket
-    from hyperframes.converter.leases import acquire
-    from hyperframes.converter.remote_task import make_bucket_request, run_bucket_task
+    from hyperframes.converter.bucket.leases import acquire
+    from hyperframes.converter.bucket.store import Bucket
+    from hyperframes.converter.bucket.task import make_bucket_request, run_bucket_task
 
     _upload_inputs(s3, tmp_path, ["p.hf"], seconds=0.4)
     b = s3.bucket

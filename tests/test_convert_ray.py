@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from hyperframes.converter.batch import BatchOptions, ledger_records, run_batch
+from hyperframes.converter.batch.ledger import ledger_records
 from hyperframes.converter.config import parse_config
+from hyperframes.converter.directory.inbox import BatchOptions, run_batch
 from hyperframes.converter.task import FAULT_ENV
 from hyperframes.verify import verify_file
 

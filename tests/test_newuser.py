@@ -226,8 +226,8 @@ def test_convert_says_where_a_failed_input_went_and_when_a_waiting_one_is_taken(
     tmp_path: Path,
 ) -> None:
     pytest.importorskip("av")
-    from hyperframes.converter.batch import BatchOptions, run_batch
     from hyperframes.converter.config import load_config
+    from hyperframes.converter.directory.inbox import BatchOptions, run_batch
     from hyperframes.converter.progress import BatchDisplay
 
     inbox = tmp_path / "inbox"

@@ -205,8 +205,9 @@ batch: {settle_s: 0, stale_tmp_s: 0, poll_s: 0.2, workers: 1}
 
 
 def batch(tmp_path: Path, inbox: Path, **kw: object) -> tuple[int, list[dict[str, object]]]:
-    from hyperframes.converter.batch import BatchOptions, ledger_records, run_batch
+    from hyperframes.converter.batch.ledger import ledger_records
     from hyperframes.converter.config import load_config
+    from hyperframes.converter.directory.inbox import BatchOptions, run_batch
 
     (tmp_path / "convert.yaml").write_text(CONVERT_YAML)
     cfg = load_config(tmp_path / "convert.yaml")

@@ -1,5 +1,5 @@
 """``hyperframes convert`` with ``s3://`` URLs, and ``--show-ledger``: arguments to
-:func:`hyperframes.converter.remote_batch.run_bucket_batch`, errors as one line."""
+:func:`hyperframes.converter.bucket.inbox.run_bucket_batch`, errors as one line."""
 
 from __future__ import annotations
 
@@ -8,12 +8,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from hyperframes.converter.batch import EXIT_FAILED, EXIT_OK, LEDGER_FILE, ledger_records
-from hyperframes.converter.bucket import as_url
-from hyperframes.converter.bucket_ledger import read_ledger
+from hyperframes.converter.batch.ledger import LEDGER_FILE, ledger_records
+from hyperframes.converter.batch.loop import EXIT_FAILED, EXIT_OK
+from hyperframes.converter.bucket.inbox import BucketOptions, run_bucket_batch
+from hyperframes.converter.bucket.ledger import read_ledger
+from hyperframes.converter.bucket.store import as_url
 from hyperframes.converter.config import ConvertConfig
 from hyperframes.converter.errors import ConfigError
-from hyperframes.converter.remote_batch import BucketOptions, run_bucket_batch
 from hyperframes.errors import HyperframesError
 
 __all__ = ["main"]

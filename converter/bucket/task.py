@@ -4,7 +4,7 @@
 request made by :func:`make_bucket_request` (JSON in, JSON out, on the local
 pool or as a Ray task: every byte goes through the bucket, so a Ray cluster
 needs no shared disk). The worker holds the lease the batch took for the
-output name (:mod:`hyperframes.converter.leases`) and renews it while it runs. Steps:
+output name (:mod:`hyperframes.converter.bucket.leases`) and renews it while it runs. Steps:
 
 1. download the input into a private temporary directory on the worker's
    own disk (``If-Match`` the ETag listed), hashing it on the way;
@@ -16,7 +16,7 @@ output name (:mod:`hyperframes.converter.leases`) and renews it while it runs. S
 4. upload to ``OUT/.staging/OWNER/NAME``, re-read it and compare size and
    SHA-256 with the local file;
 5. check the lease, copy the staging key to ``OUT/NAME`` only if that key is
-   absent (:meth:`hyperframes.converter.bucket.Bucket.copy_if_absent`), HEAD it;
+   absent (:meth:`hyperframes.converter.bucket.store.Bucket.copy_if_absent`), HEAD it;
 6. write the markers, delete the staging key, release the lease.
 
 A worker killed at any step leaves at most a staging key (swept by the next
@@ -38,14 +38,15 @@ from pathlib import Path
 from typing import Any, Final
 
 from hyperframes.converter import __version__
-from hyperframes.converter.bucket import (
+from hyperframes.converter.bucket.keys import Layout
+from hyperframes.converter.bucket.leases import Lease
+from hyperframes.converter.bucket.store import (
     CHANGED,
     Bucket,
     BucketError,
     KeyExistsError,
     LeaseLostError,
 )
-from hyperframes.converter.bucket_keys import Layout
 from hyperframes.converter.config import ConvertConfig, parse_config
 from hyperframes.converter.convert import (
     PhaseProgress,
@@ -54,8 +55,7 @@ from hyperframes.converter.convert import (
     file_sha256,
 )
 from hyperframes.converter.errors import ConversionError, OutputExistsError
-from hyperframes.converter.leases import Lease
-from hyperframes.converter.task import _error, _fault
+from hyperframes.converter.outcome import error_of, fault_of
 from hyperframes.reader import HyperframeReader
 from hyperframes.storage.objects import split_s3_url
 from hyperframes.verify import verify_file
@@ -312,7 +312,7 @@ def _failed(outcome: dict[str, Any], exc: BaseException) -> None:
     ):
         outcome.update(status="deferred", reason=f"{exc}: left for the next scan")
     else:
-        outcome.update(status="failed", fault=_fault(exc), error=_error(exc), reason=str(exc))
+        outcome.update(status="failed", fault=fault_of(exc), error=error_of(exc), reason=str(exc))
 
 
 def run_bucket_task(request: str, progress: PhaseProgress | None = None) -> str:

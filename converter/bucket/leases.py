@@ -1,6 +1,6 @@
 """Leases: one converter at a time per output name, over a bucket, with an expiry.
 
-A lease is the object ``OUT/.leases/NAME.json`` (:mod:`hyperframes.converter.bucket_keys`):
+A lease is the object ``OUT/.leases/NAME.json`` (:mod:`hyperframes.converter.bucket.keys`):
 created with ``If-None-Match: *`` (one creator wins), renewed by its holder
 every quarter of ``lease_s`` with ``If-Match: ETAG`` (a renewal after a
 takeover fails), and taken over with ``If-Match`` once it has expired (its
@@ -18,8 +18,8 @@ import threading
 import time
 from typing import Any
 
-from hyperframes.converter.bucket import Bucket, BucketError, KeyExistsError, LeaseLostError
-from hyperframes.converter.bucket_keys import lease_doc, lease_state
+from hyperframes.converter.bucket.keys import lease_doc, lease_state
+from hyperframes.converter.bucket.store import Bucket, BucketError, KeyExistsError, LeaseLostError
 
 __all__ = ["Lease", "acquire"]
 

@@ -1,7 +1,7 @@
 """The converter's object-store I/O: a thin layer over obstore for one bucket.
 
-Everything the bucket batch (:mod:`hyperframes.converter.remote_batch`) and its tasks
-(:mod:`hyperframes.converter.remote_task`) do to a store goes through :class:`Bucket`:
+Everything the bucket batch (:mod:`hyperframes.converter.bucket.inbox`) and its tasks
+(:mod:`hyperframes.converter.bucket.task`) do to a store goes through :class:`Bucket`:
 list, HEAD, streamed download with SHA-256, multipart upload, JSON objects,
 conditional writes, and the one step that publishes an output,
 :meth:`Bucket.copy_if_absent`.

@@ -2,7 +2,7 @@
 
 S3 has no append, so each result is its own object, named by the UTC time it
 was written (to the microsecond), then host, process and a sequence number
-(:func:`hyperframes.converter.bucket_keys.ledger_name`): key order is time order.
+(:func:`hyperframes.converter.bucket.keys.ledger_name`): key order is time order.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import socket
 import time
 from typing import Any
 
-from hyperframes.converter.bucket import Bucket, BucketError
-from hyperframes.converter.bucket_keys import Layout, ledger_name
+from hyperframes.converter.bucket.keys import Layout, ledger_name
+from hyperframes.converter.bucket.store import Bucket, BucketError
 from hyperframes.storage.objects import split_s3_url
 
 __all__ = ["BucketLedger", "read_ledger"]
