@@ -8,7 +8,10 @@ overlapping another, and belongs to the block's window (or is LATE or
 QUARANTINED); with ``check_payloads`` every payload also matches its CRC32C,
 decodes, and fits its stream's dtype. The walk stops at the first block that
 fails. Used by recovery (what it keeps is exactly what ``verify`` accepts)
-and by ``verify`` (to compare the blocks with the index).
+and by ``verify`` (to compare the blocks with the index). The rules are the
+format's (:func:`hyperframes.format.checks.block_problem` and
+:func:`~hyperframes.format.checks.block_entries_problem`); this walk reads
+through storage and asks them.
 """
 
 from __future__ import annotations
@@ -20,11 +23,10 @@ import numpy as np
 from hyperframes._structure import read_header, read_meta
 from hyperframes.errors import CorruptFileError
 from hyperframes.format.checks import (
-    off_window,
-    overlap,
+    BLOCK_TABLE_ROW,
+    block_entries_problem,
+    block_problem,
     payload_problem,
-    range_problem,
-    window_id_problem,
 )
 from hyperframes.format.crc import crc32c
 from hyperframes.format.layout import (
@@ -43,7 +45,6 @@ from hyperframes.storage.source import Fd, file_size, pread_exact
 __all__ = ["BlockScan", "scan_blocks", "END_OF_FILE"]
 
 END_OF_FILE = "end of file"
-_ROW = INDEX_DTYPE.itemsize + AUX_DTYPE.itemsize
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,20 +102,20 @@ def scan_blocks(
             reason = f"no intact window record at offset {pos}"
             break
         where = f"window {rec.window_id} at offset {pos}"
-        problem = _block_problem(rec, pos, limit, meta.window_ns, last_window)
+        problem = block_problem(rec, pos, limit, meta.window_ns, last_window)
         if problem is not None:
             lost_frames = rec.frame_count
             reason = f"{where}: {problem}"
             break
         n = rec.frame_count
-        table = pread_exact(fd, n * _ROW, pos + BLOCK_RECORD_SIZE)
+        table = pread_exact(fd, n * BLOCK_TABLE_ROW, pos + BLOCK_RECORD_SIZE)
         if crc32c(table) != rec.entries_crc:
             lost_frames = n
             reason = f"{where}: entry table checksum mismatch"
             break
         ent = np.frombuffer(table, INDEX_DTYPE, count=n)
         aux = np.frombuffer(table, AUX_DTYPE, count=n, offset=n * INDEX_DTYPE.itemsize)
-        problem = _entries_problem(ent, rec, pos, known, meta.window_ns)
+        problem = block_entries_problem(ent, rec, pos, known, meta.window_ns)
         if problem is None and check_payloads:
             problem = _payloads_problem(fd, ent, streams, max_frame_bytes)
         if problem is not None:
@@ -137,41 +138,6 @@ def scan_blocks(
         lost_frames=lost_frames,
         stop_reason=reason,
     )
-
-
-def _block_problem(
-    rec: BlockRecord, pos: int, limit: int, window_ns: int, last_window: int | None
-) -> str | None:
-    """What is wrong with a block record at ``pos`` (before reading its entries), or None."""
-    table_end = pos + BLOCK_RECORD_SIZE + rec.frame_count * _ROW
-    if rec.block_size > limit - pos:
-        return "is truncated"
-    if rec.block_size % ALIGN or rec.payload_offset % ALIGN:
-        return f"block size {rec.block_size} or payload offset {rec.payload_offset} unaligned"
-    if not table_end <= rec.payload_offset <= pos + rec.block_size:
-        return f"payload offset {rec.payload_offset} outside its block"
-    problem = window_id_problem(rec.window_id, window_ns)
-    if problem is not None:
-        return problem
-    if last_window is not None and rec.window_id <= last_window:
-        return "repeats or goes back in time"
-    return None
-
-
-def _entries_problem(
-    ent: np.ndarray, rec: BlockRecord, pos: int, known: np.ndarray, window_ns: int
-) -> str | None:
-    """What is wrong with a block's entries (ranges, streams, windows), or None; no I/O."""
-    bad = range_problem(ent["offset"], ent["size"], rec.payload_offset, pos + rec.block_size)
-    if bad is not None:
-        return f"frame at {int(ent['offset'][bad])} lies outside its block or is unaligned"
-    unknown = ~known[ent["stream_id"]]
-    if unknown.any():
-        return f"a frame names unknown stream {int(ent['stream_id'][np.argmax(unknown)])}"
-    pair = overlap(ent["offset"], ent["size"])
-    if pair is not None:
-        return f"frames at {int(ent['offset'][pair[0]])} and {int(ent['offset'][pair[1]])} overlap"
-    return off_window(ent, rec.window_id, window_ns)
 
 
 def _payloads_problem(

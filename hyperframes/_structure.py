@@ -1,9 +1,11 @@
 """Load and validate the structure of a file: header, index, tables, metadata.
 
-Every offset and size is checked against the file length before anything is
-allocated or read, so a hostile file yields a typed error, never a huge
-allocation, a hang or a crash. Unknown flag bits and reserved bytes are
-ignored (forward compatibility); only what cannot be read is rejected.
+Reads through storage (:mod:`hyperframes.storage.source`) and checks with the
+format's rules (the index's: :mod:`hyperframes.format.structure`). Every offset
+and size is checked against the file length before anything is allocated or
+read, so a hostile file yields a typed error, never a huge allocation, a hang
+or a crash. Unknown flag bits and reserved bytes are ignored (forward
+compatibility); only what cannot be read is rejected.
 """
 
 from __future__ import annotations
@@ -22,7 +24,6 @@ from hyperframes.errors import (
 from hyperframes.format.checks import overlap, range_problem, span_problem
 from hyperframes.format.crc import crc32c
 from hyperframes.format.layout import (
-    ALIGN,
     AUX_DTYPE,
     HEADER_SIZE,
     INDEX_DTYPE,
@@ -34,6 +35,14 @@ from hyperframes.format.layout import (
     HeaderFlags,
 )
 from hyperframes.format.meta import MAX_META_SIZE, Meta, decode_meta, stream_ids
+from hyperframes.format.structure import (
+    check_aliasing,
+    check_entries,
+    check_index,
+    index_sound,
+    stream_order,
+    stream_slices,
+)
 from hyperframes.storage.source import Fd, pread_exact
 from hyperframes.storage.source import file_size as _file_size
 
@@ -204,107 +213,16 @@ def load_structure(
         raise CorruptFileError(path, "header and metadata disagree on window length", 52)
     ids = sorted(stream_ids(meta.streams))
     if defer_entries:  # only what the slices rely on: stream order, known streams
-        slices = _stream_order(index, ids)
+        slices = stream_order(index, ids)
     else:
-        slices = _index_sound(index, h, ids, allow_overlap)
+        slices = index_sound(index, h, ids, allow_overlap)
     if slices is None:  # something failed the fast proof: the full checks name it
-        _check_index(path, index, h, meta)
+        check_index(path, index, h, meta)
         if not (allow_overlap or defer_entries):
-            _check_aliasing(path, index, h)
+            check_aliasing(path, index, h)
         slices = stream_slices(index, ids)
     table = load_windows(fd, path, h, file_size) if windows else np.zeros(0, WINDOW_DTYPE)
     return Structure(h, meta, index, table, file_size, slices)
-
-
-def stream_slices(index: np.ndarray, ids: list[int]) -> dict[int, tuple[int, int]]:
-    """Rows ``[lo, hi)`` of each stream id in an index sorted by stream (``lo == hi``: none)."""
-    return _slices(index["stream_id"], ids)
-
-
-def _slices(sid: np.ndarray, ids: list[int]) -> dict[int, tuple[int, int]]:
-    keys = np.array(ids, dtype=np.uint16)
-    lo = np.searchsorted(sid, keys, "left").tolist()
-    hi = np.searchsorted(sid, keys, "right").tolist()
-    return dict(zip(ids, zip(lo, hi, strict=True), strict=True))
-
-
-def _index_sound(
-    index: np.ndarray, h: Header, ids: list[int], allow_overlap: bool
-) -> dict[int, tuple[int, int]] | None:
-    """The stream slices when every check of :func:`_check_index` (and, unless
-    ``allow_overlap``, :func:`_check_aliasing`) passes, proven with few whole-array
-    operations (~15 instead of ~40: at a few thousand entries each costs ~1 us);
-    None when any might fail (the full checks then decide and name the problem).
-    """
-    slices = _stream_order(index, ids)
-    if slices is None or not _entries_sound(index, h, allow_overlap):
-        return None
-    return slices
-
-
-def _stream_order(index: np.ndarray, ids: list[int]) -> dict[int, tuple[int, int]] | None:
-    """The stream slices when the stream column is sorted and names only streams of
-    ``ids`` (a sorted column whose slices cover every row); None when it might not."""
-    n = len(index)
-    if n < 2:
-        return None
-    sid = np.ascontiguousarray(index["stream_id"])  # one copy serves the next uses
-    if (sid[1:] < sid[:-1]).any():
-        return None
-    slices = _slices(sid, ids)
-    if sum(b - a for a, b in slices.values()) != n:
-        return None
-    return slices
-
-
-def _entries_sound(index: np.ndarray, h: Header, allow_overlap: bool) -> bool:
-    """True when, in an index whose stream column is sorted, every payload lies aligned
-    inside the payload region, each stream's timestamps are in order and (unless
-    ``allow_overlap``) no payload overlaps another; False when one might not.
-
-    One OR over the offsets proves the alignment, the lowest offset and the
-    highest end the range; a time step backwards is allowed only where the
-    stream changes; sorted offsets against sorted ends, the overlap test
-    (:func:`_no_overlap`).
-    """
-    if len(index) < 2:
-        return False
-    words = index.view("<u8").reshape(-1, 4)
-    off = words[:, 2]
-    if int(np.bitwise_or.reduce(off)) & (ALIGN - 1):
-        return False
-    if int(off.min()) < h.data_offset or int(off.max()) > h.index_offset:
-        return False
-    if int((off + index["size"]).max()) > h.index_offset:  # no wrap: offsets <= index_offset
-        return False
-    ts = words[:, 1]
-    back = np.flatnonzero(ts[1:] < ts[:-1]).tolist()
-    if back:
-        sid = index["stream_id"]
-        if any(sid[k] == sid[k + 1] for k in back):
-            return False
-    return allow_overlap or _no_overlap(index)
-
-
-def _no_overlap(index: np.ndarray) -> bool:
-    """True when no payload is empty and none overlaps another (two timsorts: the offsets
-    are a few sorted runs); False when one might."""
-    size = index["size"]
-    if not size.all():
-        return False
-    off = index.view("<u8").reshape(-1, 4)[:, 2]
-    starts = np.sort(off, kind="stable")
-    ends = np.sort(off + size, kind="stable")
-    return not bool((ends[:-1] > starts[1:]).any())
-
-
-def check_entries(path: str, index: np.ndarray, h: Header, meta: Meta) -> None:
-    """What ``load_structure(defer_entries=True)`` left: every entry's payload range,
-    alignment and time order, and no overlapping payloads (aliasing). The fast
-    proof, else the full checks that name the entry."""
-    if not _entries_sound(index, h, allow_overlap=False):
-        _check_index(path, index, h, meta)
-        _check_aliasing(path, index, h)
 
 
 def load_windows(fd: Fd, path: str, h: Header, file_size: int) -> np.ndarray:
@@ -334,61 +252,6 @@ def load_windows(fd: Fd, path: str, h: Header, file_size: int) -> np.ndarray:
             h.windows_offset + WINDOW_DTYPE.itemsize * bad,
         )
     return windows
-
-
-def _check_aliasing(path: str, entries: np.ndarray, h: Header, what: str = "index entries") -> None:
-    """Refuse two entries whose payload bytes overlap: one small payload named many times
-    would make every read of it cost again (and decode again), far beyond the file's size."""
-    pair = overlap(entries["offset"], entries["size"])
-    if pair is not None:
-        a, b = pair
-        raise CorruptFileError(
-            path,
-            f"{what} {a} and {b} name overlapping payload bytes "
-            f"(at {int(entries['offset'][a])} and {int(entries['offset'][b])})",
-            h.index_offset,
-        )
-
-
-def _check_index(path: str, index: np.ndarray, h: Header, meta: Meta) -> None:
-    """Vectorised checks of every entry (no per-entry Python loop).
-
-    Works on a plain ``(n, 4)`` uint64 view of the 32-byte entries: contiguous
-    words are several times faster to scan than structured-array fields.
-    """
-    if not len(index):
-        return
-    words = index.view("<u8").reshape(-1, 4)
-    bad = range_problem(words[:, 2], words[:, 3] & 0xFFFFFFFF, h.data_offset, h.index_offset)
-    if bad is not None:
-        i = bad
-        raise CorruptFileError(
-            path,
-            f"index entry {i} points at offset {int(words[i, 2])} "
-            f"(+{int(words[i, 3] & 0xFFFFFFFF)} bytes), "
-            f"outside the payload region [{h.data_offset}, {h.index_offset}) or unaligned",
-            h.index_offset + 32 * i,
-        )
-    sid = (words[:, 0] & 0xFFFF).astype(np.uint16)
-    known = np.zeros(1 << 16, dtype=bool)
-    known[stream_ids(meta.streams)] = True
-    unknown = ~known[sid]
-    if unknown.any():
-        i = int(np.argmax(unknown))
-        raise CorruptFileError(
-            path, f"index entry {i} names unknown stream {int(sid[i])}", h.index_offset + 32 * i
-        )
-    ts = words[:, 1]
-    same = sid[1:] == sid[:-1]
-    unsorted = sid[1:] < sid[:-1]
-    unsorted |= same & (ts[1:] < ts[:-1])
-    if unsorted.any():
-        i = int(np.argmax(unsorted)) + 1
-        raise CorruptFileError(
-            path,
-            f"index is not sorted by (stream, timestamp) at entry {i}",
-            h.index_offset + 32 * i,
-        )
 
 
 def load_aux(fd: Fd, path: str, h: Header, count: int) -> np.ndarray:

@@ -1,7 +1,7 @@
 """The reader's fast paths agree with the slow ones they stand in for.
 
 Open proves the index sound with a few whole-array operations
-(``_structure._index_sound``; the reader proves the stream order on open and
+(``format.structure.index_sound``; the reader proves the stream order on open and
 the rest before its second read) and runs the full, error-naming checks only
 when that proof fails; a raw frame of a local file is read with one
 ``preadv`` in ``frame_at``; frames and stream tables are built through the
@@ -22,7 +22,7 @@ import pytest
 from test_hostile import index_entry, reseal
 
 from hyperframes import ChecksumError, CorruptFileError, StreamInfo
-from hyperframes import _structure as structure
+from hyperframes.format import structure
 from hyperframes.format.layout import HEADER_SIZE, INDEX_DTYPE, Header
 from hyperframes.format.meta import Meta, _parse, decode_meta, encode_meta
 from hyperframes.format.streams import FileMetadata
@@ -41,9 +41,9 @@ def _parts(path: Path) -> tuple[np.ndarray, Header, list[int], object]:
 
 def _full_checks_pass(index: np.ndarray, h: Header, meta: object, allow_overlap: bool) -> bool:
     try:
-        structure._check_index("f.hf", index, h, meta)  # type: ignore[arg-type]
+        structure.check_index("f.hf", index, h, meta)  # type: ignore[arg-type]
         if not allow_overlap:
-            structure._check_aliasing("f.hf", index, h)
+            structure.check_aliasing("f.hf", index, h)
     except CorruptFileError:
         return False
     return True
@@ -52,7 +52,7 @@ def _full_checks_pass(index: np.ndarray, h: Header, meta: object, allow_overlap:
 def test_a_sound_index_is_proven_and_gives_the_stream_slices(write_file) -> None:
     path, _ = write_file()
     index, h, ids, _ = _parts(path)
-    slices = structure._index_sound(index, h, ids, allow_overlap=False)
+    slices = structure.index_sound(index, h, ids, allow_overlap=False)
     assert slices == structure.stream_slices(index, ids)
     assert sum(b - a for a, b in slices.values()) == len(index)
     with HyperframeReader(path) as r:
@@ -82,7 +82,7 @@ def test_damage_is_never_proven_sound(write_file, damage) -> None:
     path, _ = write_file()
     index, h, ids, meta = _parts(path)
     bad = damage(index, h)
-    assert structure._index_sound(bad, h, ids, allow_overlap=False) is None
+    assert structure.index_sound(bad, h, ids, allow_overlap=False) is None
     assert not _full_checks_pass(bad, h, meta, allow_overlap=False)
 
 
@@ -90,10 +90,10 @@ def test_what_the_proof_cannot_show_goes_to_the_full_checks(write_file) -> None:
     path, _ = write_file()
     index, h, ids, meta = _parts(path)
     empty = _set(index, 3, "size", 0)  # an empty payload: sound, but outside the fast proof
-    assert structure._index_sound(empty, h, ids, allow_overlap=False) is None
+    assert structure.index_sound(empty, h, ids, allow_overlap=False) is None
     assert _full_checks_pass(empty, h, meta, allow_overlap=False)
     alias = _set(index, 4, "offset", int(index["offset"][3]))
-    assert structure._index_sound(alias, h, ids, allow_overlap=True) is not None  # verify's mode
+    assert structure.index_sound(alias, h, ids, allow_overlap=True) is not None  # verify's mode
 
 
 def test_random_damage_proven_sound_only_when_the_full_checks_pass(write_file) -> None:
@@ -116,7 +116,7 @@ def test_random_damage_proven_sound_only_when_the_full_checks_pass(write_file) -
             }[f]
             bad[f][i] = max(0, value)
         for allow in (False, True):
-            if structure._index_sound(bad, h, ids, allow) is not None:
+            if structure.index_sound(bad, h, ids, allow) is not None:
                 proven += 1
                 assert _full_checks_pass(bad, h, meta, allow), "the fast proof accepted damage"
             else:

@@ -15,8 +15,10 @@ on plain bytes and arrays.
   Blosc2) with :mod:`~hyperframes.format.payload_blocks`,
   :mod:`~hyperframes.format.blosc2` and :mod:`~hyperframes.format.split` (one
   large frame's blocks on several threads);
-- :mod:`~hyperframes.format.checks`: what a valid index entry, range and payload is
-  (shared by reader, verify and recovery);
+- :mod:`~hyperframes.format.checks`: what a valid index entry, range, window block
+  and payload is (shared by reader, verify and recovery);
+  :mod:`~hyperframes.format.structure`: the whole index's rules (order, ranges,
+  aliasing), proven fast or found and named;
 - :mod:`~hyperframes.format.crc`: CRC32C; :mod:`~hyperframes.format.buffers`:
   64-byte-aligned memory;
 - :mod:`~hyperframes.format.search`: index search; :mod:`~hyperframes.format.naming`:

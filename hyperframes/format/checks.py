@@ -1,4 +1,4 @@
-"""Pure validation of index entries, payload ranges, window ids and payloads; no I/O.
+"""Pure validation of index entries, payload ranges, window ids, window blocks, payloads.
 
 Shared by the reader (refuse on open), ``verify`` (report every problem) and
 recovery (keep only what it can prove), so the three agree on what a valid
@@ -10,7 +10,15 @@ from __future__ import annotations
 import numpy as np
 
 from hyperframes.format.codecs import CodecError, decode_aligned
-from hyperframes.format.layout import ALIGN, CODEC_MASK, FrameFlags
+from hyperframes.format.layout import (
+    ALIGN,
+    AUX_DTYPE,
+    BLOCK_RECORD_SIZE,
+    CODEC_MASK,
+    INDEX_DTYPE,
+    BlockRecord,
+    FrameFlags,
+)
 from hyperframes.format.streams import StreamInfo
 from hyperframes.format.windows import window_of
 
@@ -21,6 +29,10 @@ __all__ = [
     "window_id_problem",
     "off_window",
     "payload_problem",
+    "fits_block",
+    "block_problem",
+    "block_entries_problem",
+    "BLOCK_TABLE_ROW",
 ]
 
 _U64_MAX = (1 << 64) - 1
@@ -136,3 +148,42 @@ def payload_problem(
 _DECODE_BITS = CODEC_MASK | int(FrameFlags.SHUFFLED)
 _QUARANTINED = int(FrameFlags.QUARANTINED)  # plain ints: enum ops cost ~1 us per frame
 _LATE = int(FrameFlags.LATE)
+
+
+#: One row of a window block's entry table: its index entry, then its aux row.
+BLOCK_TABLE_ROW = INDEX_DTYPE.itemsize + AUX_DTYPE.itemsize
+
+
+def block_problem(
+    rec: BlockRecord, pos: int, limit: int, window_ns: int, last_window: int | None
+) -> str | None:
+    """What is wrong with a block record at ``pos`` (before reading its entries), or None."""
+    table_end = pos + BLOCK_RECORD_SIZE + rec.frame_count * BLOCK_TABLE_ROW
+    if rec.block_size > limit - pos:
+        return "is truncated"
+    if rec.block_size % ALIGN or rec.payload_offset % ALIGN:
+        return f"block size {rec.block_size} or payload offset {rec.payload_offset} unaligned"
+    if not table_end <= rec.payload_offset <= pos + rec.block_size:
+        return f"payload offset {rec.payload_offset} outside its block"
+    problem = window_id_problem(rec.window_id, window_ns)
+    if problem is not None:
+        return problem
+    if last_window is not None and rec.window_id <= last_window:
+        return "repeats or goes back in time"
+    return None
+
+
+def block_entries_problem(
+    ent: np.ndarray, rec: BlockRecord, pos: int, known: np.ndarray, window_ns: int
+) -> str | None:
+    """What is wrong with a block's entries (ranges, streams, windows), or None; no I/O."""
+    bad = range_problem(ent["offset"], ent["size"], rec.payload_offset, pos + rec.block_size)
+    if bad is not None:
+        return f"frame at {int(ent['offset'][bad])} lies outside its block or is unaligned"
+    unknown = ~known[ent["stream_id"]]
+    if unknown.any():
+        return f"a frame names unknown stream {int(ent['stream_id'][np.argmax(unknown)])}"
+    pair = overlap(ent["offset"], ent["size"])
+    if pair is not None:
+        return f"frames at {int(ent['offset'][pair[0]])} and {int(ent['offset'][pair[1]])} overlap"
+    return off_window(ent, rec.window_id, window_ns)
