@@ -30,6 +30,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Protocol
 
+from hyperframes.converter.batch.ledger import Ledger
 from hyperframes.converter.outcome import Outcome
 
 __all__ = ["Item", "Entry", "Inbox"]
@@ -65,8 +66,8 @@ class Inbox(Protocol):
     #: True when a task sets its own failed input aside (and says so in its outcome).
     tasks_set_aside: bool
 
-    def session(self) -> AbstractContextManager[None]:
-        """The batch's hold on its output, with the ledger open, for the whole run."""
+    def session(self) -> AbstractContextManager[Ledger]:
+        """The batch's hold on its output for the whole run; gives the open ledger."""
         ...
 
     def sweep(self) -> None:
@@ -100,10 +101,6 @@ class Inbox(Protocol):
     def set_aside(self, item: Item, outcome: Outcome) -> None:
         """Move a failed inbox input to ``failed/`` with ``NAME.reason.json``; sets
         ``moved_to`` in the outcome, or ``move_error`` when it could not."""
-        ...
-
-    def record(self, doc: Outcome) -> None:
-        """Write one ledger record."""
         ...
 
     def notes(self) -> list[str]:

@@ -30,7 +30,7 @@ from types import FrameType
 from typing import Any, Final
 
 from hyperframes.converter.batch.inbox import Inbox, Item
-from hyperframes.converter.batch.ledger import now_iso
+from hyperframes.converter.batch.ledger import Ledger, now_iso
 from hyperframes.converter.config import ConvertConfig
 from hyperframes.converter.engines import Engine, make_engine
 from hyperframes.converter.outcome import Outcome
@@ -82,13 +82,12 @@ def run_loop(
     to stop, and the status is 0 or 1).
     """
     tally = Tally()
-    with inbox.session():
+    with inbox.session() as ledger:
         engine = make_engine(ray, config.batch, config.video.encoder, display.progress)
         try:
             with display, _Stop() as stop:
-                interrupted = _Loop(inbox, config, watch, ray or "local", display, tally).run(
-                    engine, stop
-                )
+                loop = _Loop(inbox, ledger, config, watch, ray or "local", display, tally)
+                interrupted = loop.run(engine, stop)
         finally:
             engine.close()
     tally.notes.extend(inbox.notes())
@@ -104,6 +103,7 @@ class _Loop:
     def __init__(
         self,
         inbox: Inbox,
+        ledger: Ledger,
         config: ConvertConfig,
         watch: bool,
         engine_name: str,
@@ -111,6 +111,7 @@ class _Loop:
         tally: Tally,
     ) -> None:
         self.inbox = inbox
+        self.ledger = ledger
         self.poll_s = config.batch.poll_s
         self.watch = watch
         self.engine_name = engine_name
@@ -126,7 +127,7 @@ class _Loop:
 
     def done(self, outcome: Outcome) -> None:
         doc = {"time": now_iso(), "engine": self.engine_name, **outcome}
-        self.inbox.record(doc)
+        self.ledger.write(doc)
         self.tally.add(outcome)
         self.display.finished(outcome)
 

@@ -148,25 +148,24 @@ class BucketInbox:
         self.key = config_key(opts.config)
         self.run_id = f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(4)}"
         self.n = 0
-        self._ledger: Ledger | None = None
 
     @contextlib.contextmanager
-    def session(self) -> Iterator[None]:
+    def session(self) -> Iterator[Ledger]:
         """The ledger (``OUT/ledger/``, or ``--ledger``: a prefix or a local file); the batch
         holds nothing else (a lease per output name: :meth:`claim`)."""
         opts = self.opts
+        ledger: Ledger
         if opts.ledger and as_url(opts.ledger):
             lb, lp = _prefix(opts.ledger)
-            self._ledger = BucketLedger(self.outb if lb == self.outb.name else Bucket(lb), lp)
+            ledger = BucketLedger(self.outb if lb == self.outb.name else Bucket(lb), lp)
         elif opts.ledger:
-            self._ledger = JsonLinesLedger(Path(opts.ledger))
+            ledger = JsonLinesLedger(Path(opts.ledger))
         else:
-            self._ledger = BucketLedger(self.outb, self.layout.ledger_prefix)
+            ledger = BucketLedger(self.outb, self.layout.ledger_prefix)
         try:
-            yield
+            yield ledger
         finally:
-            self._ledger.close()
-            self._ledger = None
+            ledger.close()
 
     def sweep(self) -> None:
         """:func:`sweep_staging_keys` (the batch's first request: a wrong store or credentials
@@ -301,12 +300,6 @@ class BucketInbox:
             outcome["moved_to"] = move_to_failed(bucket, self.layout, key, item.name, outcome)
         except BucketError as exc:
             outcome["move_error"] = f"could not move to failed/: {exc}"
-
-    def record(self, doc: Outcome) -> None:
-        """One ledger object (or line, with a local ``--ledger``)."""
-        if self._ledger is None:
-            raise RuntimeError("record() outside session()")
-        self._ledger.write(doc)
 
     def notes(self) -> list[str]:
         """None: ``INBOX/failed/`` is not counted (one more listing of the store)."""

@@ -44,7 +44,7 @@ from typing import Final
 
 from hyperframes.converter import __version__
 from hyperframes.converter.batch.inbox import Entry, Item
-from hyperframes.converter.batch.ledger import LEDGER_FILE, JsonLinesLedger, now_iso
+from hyperframes.converter.batch.ledger import LEDGER_FILE, JsonLinesLedger, Ledger, now_iso
 from hyperframes.converter.batch.loop import run_loop
 from hyperframes.converter.config import ConvertConfig
 from hyperframes.converter.convert import sweep_staging
@@ -234,19 +234,17 @@ class DirectoryInbox:
 
     def __init__(self, opts: BatchOptions) -> None:
         self.opts = opts
-        self._ledger: JsonLinesLedger | None = None
 
     @contextlib.contextmanager
-    def session(self) -> Iterator[None]:
+    def session(self) -> Iterator[Ledger]:
         """The ``flock`` on ``OUT/.convert.lock`` (a second batch: :class:`BusyError`), and
         the ledger file."""
         with _out_dir_lock(self.opts.out):
-            self._ledger = JsonLinesLedger(self.opts.ledger or self.opts.out / LEDGER_FILE)
+            ledger = JsonLinesLedger(self.opts.ledger or self.opts.out / LEDGER_FILE)
             try:
-                yield
+                yield ledger
             finally:
-                self._ledger.close()
-                self._ledger = None
+                ledger.close()
 
     def sweep(self) -> None:
         """The staging directories of conversions that died (this batch holds the lock)."""
@@ -300,12 +298,6 @@ class DirectoryInbox:
             outcome["moved_to"] = os.fspath(move_to_failed(Path(item.key), outcome))
         except OSError as exc:
             outcome["move_error"] = f"could not move to {FAILED_DIR}/: {exc}"
-
-    def record(self, doc: Outcome) -> None:
-        """One line of the ledger file."""
-        if self._ledger is None:
-            raise RuntimeError("record() outside session()")
-        self._ledger.write(doc)
 
     def notes(self) -> list[str]:
         """Inputs that failed, in this batch or earlier, waiting in ``INBOX/failed/``."""
