@@ -109,6 +109,17 @@ def test_a_tree_that_breaks_a_contract_is_refused(
     assert any(ln.startswith(broken) for ln in broken_lines), r.stdout
 
 
+def test_a_room_on_no_floor_is_refused(tmp_path: Path) -> None:
+    """The floors contract is exhaustive: a new subpackage must be given its floor."""
+    _installed_tree().lay_out(tmp_path)
+    (tmp_path / "hyperframes" / "newroom").mkdir()
+    (tmp_path / "hyperframes" / "newroom" / "__init__.py").write_text('"""A room."""\n')
+    r = _lint_imports(tmp_path)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "floors: each imports only the floors below it BROKEN" in r.stdout
+    assert "hyperframes.newroom" in r.stdout
+
+
 def test_the_installed_tree_holds_every_module(tmp_path: Path) -> None:
     """pyproject.toml lists every package (a package left out would be left out of the wheel)."""
     _installed_tree().lay_out(tmp_path)
