@@ -16,7 +16,7 @@ import numpy as np
 
 from hyperframes.format.layout import ALIGN
 
-__all__ = ["aligned_empty", "scratch"]
+__all__ = ["aligned_empty", "Scratch", "scratch"]
 
 _SMALL = 16 << 10  # buffers up to this size are carved from a per-thread arena
 _ARENA = 1 << 20
@@ -60,17 +60,31 @@ def aligned_empty(size: int) -> np.ndarray:
 _SCRATCH_MAX = 16 << 20  # larger buffers are fresh and not kept
 
 
-def scratch(size: int) -> np.ndarray:
-    """A 64-byte-aligned uint8 array of ``size`` bytes, reused by the next call in this thread.
+class Scratch:
+    """A 64-byte-aligned buffer per thread, reused from one call to the next.
 
-    For bytes that are only decoded from (compressed payloads read from a
-    file): the contents are overwritten by the next call in the same thread,
-    so the result must not be kept. A reused buffer costs no allocation and no
-    page faults. Sizes over 16 MiB get a fresh buffer.
+    For bytes that are only decoded from: what :meth:`take` returns is
+    overwritten by the next call in the same thread, so it must not be kept.
+    A reused buffer costs no allocation and no page faults; sizes over 16 MiB
+    get a fresh buffer. Two instances never share memory, so bytes held in
+    one (a payload read from a file) can be decoded into another (the
+    shuffled bytes before unshuffle).
     """
-    if size > _SCRATCH_MAX:
-        return aligned_empty(size)
-    buf: np.ndarray | None = getattr(_local, "scratch", None)
-    if buf is None or buf.size < size:
-        buf = _local.scratch = _aligned_alloc(max(size, 1 << 20), ALIGN)
-    return buf[:size]
+
+    __slots__ = ("_local",)
+
+    def __init__(self) -> None:
+        self._local = threading.local()
+
+    def take(self, size: int) -> np.ndarray:
+        """A uint8 array of ``size`` bytes, valid until this thread's next call."""
+        if size > _SCRATCH_MAX:
+            return aligned_empty(size)
+        buf: np.ndarray | None = getattr(self._local, "buf", None)
+        if buf is None or buf.size < size:
+            buf = self._local.buf = _aligned_alloc(max(size, 1 << 20), ALIGN)
+        return buf[:size]
+
+
+#: The buffer the reader reads compressed payloads into (:class:`Scratch`).
+scratch = Scratch().take

@@ -43,7 +43,7 @@ import zstandard
 
 from hyperframes.format import blosc2 as _blosc2
 from hyperframes.format import payload_blocks as blocks
-from hyperframes.format.buffers import aligned_empty
+from hyperframes.format.buffers import Scratch, aligned_empty
 from hyperframes.format.crc import BytesLike
 from hyperframes.format.layout import CODEC_MASK, CODEC_SHIFT, FrameFlags
 from hyperframes.format.payload_blocks import (
@@ -643,17 +643,9 @@ def _copy_aligned(data: BytesLike) -> np.ndarray:
     return out
 
 
-_SCRATCH_MAX = 16 << 20  # larger intermediates are not kept between calls
-
-
-def _scratch(size: int) -> np.ndarray:
-    """A per-thread reusable buffer for an intermediate (the shuffled bytes before unshuffle)."""
-    if size > _SCRATCH_MAX:
-        return aligned_empty(size)
-    buf: np.ndarray | None = getattr(_local, "scratch", None)
-    if buf is None or buf.size < size:
-        buf = _local.scratch = aligned_empty(max(size, 1 << 20))
-    return buf[:size]
+# the shuffled bytes before unshuffle: a buffer of its own, not the reader's, which holds the
+# stored bytes being decoded
+_scratch = Scratch().take
 
 
 def _load_lz4_into() -> Callable[[int, int, int, int], int] | None:
