@@ -55,6 +55,7 @@ from hyperframes.format.layout import FrameFlags
 from hyperframes.format.streams import FileMetadata, StreamInfo
 from hyperframes.reader import HyperframeReader
 from hyperframes.storage.local import fsync_dir, safe_dir
+from hyperframes.verify import verify_file
 from hyperframes.writer import TMP_SUFFIX, HyperframeWriter, WriteFrame
 
 __all__ = [
@@ -139,6 +140,22 @@ def conversion_record(metadata: FileMetadata) -> dict[str, Any] | None:
     """The conversion record of a converted file's metadata, or None."""
     record = metadata.extra.get("conversion")
     return record if isinstance(record, dict) else None
+
+
+def is_conversion_of(path: Path, sha256: str, key: str) -> bool:
+    """True when the file ``path`` is a verified conversion of the input with ``sha256``
+    under the config ``key``: an output a marker was lost for, adopted rather than redone."""
+    try:
+        with HyperframeReader(path, verify=False) as r:
+            record = conversion_record(r.metadata)
+    except Exception:
+        return False
+    if not record or record.get("config_key") != key:
+        return False
+    src = record.get("source")
+    if not isinstance(src, dict) or src.get("sha256") != sha256:
+        return False
+    return verify_file(path).ok
 
 
 # --- staging and publishing ---------------------------------------------------

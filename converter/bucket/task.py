@@ -50,15 +50,13 @@ from hyperframes.converter.bucket.store import (
 from hyperframes.converter.config import ConvertConfig, parse_config
 from hyperframes.converter.convert import (
     PhaseProgress,
-    conversion_record,
     convert_archive,
     file_sha256,
+    is_conversion_of,
 )
 from hyperframes.converter.errors import ConversionError, OutputExistsError
 from hyperframes.converter.outcome import error_of, fault_of
-from hyperframes.reader import HyperframeReader
 from hyperframes.storage.objects import split_s3_url
-from hyperframes.verify import verify_file
 
 __all__ = [
     "BUCKET_FAULT_ENV",
@@ -147,19 +145,6 @@ def move_to_failed(
     raise BucketError(bucket.url(layout.failed(name)), "1000 failed copies of this name")
 
 
-def _adoptable(path: Path, sha256: str, key: str) -> bool:
-    """True when the local file ``path`` is a verified conversion of this input and key."""
-    try:
-        with HyperframeReader(path, verify=False) as r:
-            record = conversion_record(r.metadata)
-    except Exception:
-        return False
-    src = record.get("source") if record else None
-    if not record or record.get("config_key") != key or not isinstance(src, dict):
-        return False
-    return src.get("sha256") == sha256 and verify_file(path).ok
-
-
 def _inject_fault(name: str) -> None:
     spec = os.environ.get(BUCKET_FAULT_ENV, "")
     if spec == f"exit-after-staging:{name}":
@@ -195,7 +180,7 @@ class _Job:
         local = self.tmp / "existing" / self.name.rpartition("/")[2]
         local.parent.mkdir()
         self.outb.download(self.final, local)
-        return _adoptable(local, sha, self.key)
+        return is_conversion_of(local, sha, self.key)
 
     def run(self, outcome: dict[str, Any], progress: PhaseProgress | None) -> None:
         src = self.tmp / "in" / self.name.rpartition("/")[2]

@@ -26,16 +26,14 @@ from hyperframes.converter.config import ConvertConfig, parse_config
 from hyperframes.converter.convert import (
     PhaseProgress,
     Progress,
-    conversion_record,
     convert_archive,
     file_sha256,
+    is_conversion_of,
 )
 from hyperframes.converter.errors import ConverterError, OutputExistsError
 from hyperframes.converter.outcome import error_of, fault_of
 from hyperframes.converter.plan import config_key, marker_name
-from hyperframes.reader import HyperframeReader
 from hyperframes.storage.local import safe_dir, write_atomic
-from hyperframes.verify import verify_file
 
 __all__ = [
     "MARKERS_DIR",
@@ -101,21 +99,6 @@ def _write_marker(out_dir: Path, sha256: str, key: str, doc: dict[str, Any]) -> 
     return path
 
 
-def _adoptable(final: Path, sha256: str, key: str) -> bool:
-    """True when ``final`` is a verified conversion of this input under this config key."""
-    try:
-        with HyperframeReader(final, verify=False) as r:
-            record = conversion_record(r.metadata)
-    except Exception:
-        return False
-    if not record or record.get("config_key") != key:
-        return False
-    src = record.get("source")
-    if not isinstance(src, dict) or src.get("sha256") != sha256:
-        return False
-    return verify_file(final).ok
-
-
 def process_input(
     source: Path,
     out_dir: Path,
@@ -146,7 +129,7 @@ def process_input(
                 reason="already converted (marker)",
                 output=marker.get("output", os.fspath(final)),
             )
-        elif final.exists() and _adoptable(final, sha, key):
+        elif final.exists() and is_conversion_of(final, sha, key):
             _write_marker(
                 out_dir,
                 sha,
