@@ -96,7 +96,7 @@ class Tally:
                     f"{k} {c.get(k, 0)}" for k in ("converted", "skipped", "failed", "deferred")
                 )
                 + (f", interrupted {c['interrupted']}" if c.get("interrupted") else "")
-                + (f", ignored {c['ignored']} (links)" if c.get("ignored") else ""),
+                + (f", ignored {c['ignored']}" if c.get("ignored") else ""),
             ),
             ("bytes (converted files)", _sizes(self.bytes_in, self.bytes_out)),
         ]

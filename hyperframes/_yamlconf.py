@@ -264,6 +264,9 @@ def int_in(lo: int, hi: int | None = None) -> Check[int]:
     return check
 
 
+_FLOAT_MAX = 1 << 1000  # float() of a wider integer raises OverflowError
+
+
 def number(hi: float | None = None, *, lo: float = 0.0, zero_ok: bool = False) -> Check[float]:
     """A finite number above ``lo`` (or equal with ``zero_ok``) and at most ``hi``."""
     bound = f"{'>=' if zero_ok else '>'} {lo:g}" + (f" and <= {hi:g}" if hi is not None else "")
@@ -271,6 +274,8 @@ def number(hi: float | None = None, *, lo: float = 0.0, zero_ok: bool = False) -
     def check(key: str, value: object) -> float:
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise ConfigError(key, f"must be a number, got {kind(value)}")
+        if isinstance(value, int) and not -_FLOAT_MAX < value < _FLOAT_MAX:
+            raise ConfigError(key, f"must be {bound}, got an integer of {value.bit_length()} bits")
         v = float(value)
         low_ok = v >= lo if zero_ok else v > lo
         if not (math.isfinite(v) and low_ok and (hi is None or v <= hi)):

@@ -36,13 +36,15 @@ from pathlib import Path
 from typing import Any, Final
 
 from hyperframes.errors import HyperframesError
-from hyperframes.format.streams import SensorKind, StreamInfo, TimestampSource, check_json_value
+from hyperframes.format.jsontext import brief, check_json_value, parse_json
+from hyperframes.format.streams import SensorKind, StreamInfo, TimestampSource
 
 __all__ = [
     "EVENT_STREAM_ID",
     "EVENT_STREAM_NAME",
     "EVENT_LOG_NAME",
     "MAX_EVENT_BYTES",
+    "MAX_LOG_LINE",
     "EventError",
     "Event",
     "SegmentSpan",
@@ -68,10 +70,13 @@ EVENT_STREAM_NAME: Final = "events"
 EVENT_LOG_NAME: Final = "events.jsonl"
 """The event log in a recorder's output directory."""
 MAX_EVENT_BYTES: Final = 64 * 1024
-"""Largest accepted event message body (JSON), in bytes."""
+"""Largest accepted event: the message body as received, and the event as stored (JSON)."""
+MAX_LOG_LINE: Final = MAX_EVENT_BYTES + 1024
+"""Longest event-log line: a stored event plus its log fields (longer lines are unreadable)."""
 MAX_TAGS: Final = 32
-_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
-_TAG_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
+_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}")
+_TAG_RE = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
+_U64: Final = 1 << 64
 _MAX_WINDOW_S: Final = 86_400.0
 _KEYS = frozenset({"name", "tags", "payload", "pre_s", "post_s", "note"})
 
@@ -127,16 +132,20 @@ class Event:
 
     def to_json(self) -> bytes:
         """UTF-8 JSON, compact, keys in a fixed order."""
-        return json.dumps(self.to_dict(), separators=(",", ":"), allow_nan=False).encode()
+        return _dumps(self.to_dict())
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Event:
         """Rebuild an event from :meth:`to_dict` output; raises :class:`EventError`."""
         try:
             t_ns = d["t_ns"]
-            if not isinstance(t_ns, int) or isinstance(t_ns, bool):
-                raise EventError(f"t_ns must be an integer, got {t_ns!r}")
+            if type(t_ns) is not int or not 0 <= t_ns < _U64:
+                raise EventError(f"t_ns must be an integer 0..2^64-1, got {brief(t_ns)}")
             body = _check_fields(d, allow={"t_ns", "source", "clock", "quarantined"})
+            source, clock = d.get("source", ""), d.get("clock", TimestampSource.HOST.value)
+            if type(source) is not str or type(clock) is not str or len(source + clock) > 64:
+                raise EventError(f"source and clock must be short strings, got {brief(source)}, "
+                                 f"{brief(clock)}")  # fmt: skip
             return cls(
                 t_ns=t_ns,
                 name=body["name"],
@@ -144,9 +153,9 @@ class Event:
                 post_s=body.get("post_s", 0.0),
                 tags=body.get("tags", {}),
                 payload=body.get("payload"),
-                source=str(d.get("source", "")),
-                clock=str(d.get("clock", TimestampSource.HOST.value)),
-                quarantined=bool(d.get("quarantined", False)),
+                source=source,
+                clock=clock,
+                quarantined=d.get("quarantined", False) is True,
             )
         except KeyError as exc:
             raise EventError(f"missing key {exc.args[0]!r}") from None
@@ -193,9 +202,9 @@ def event_stream_info() -> StreamInfo:
 
 def check_event_name(name: object, what: str = "name") -> str:
     """``name`` if it is a valid event name (1-64 of letters, digits, ``_ . : -``)."""
-    if not isinstance(name, str) or not _NAME_RE.match(name):
+    if not isinstance(name, str) or not _NAME_RE.fullmatch(name):
         raise EventError(
-            f"{what} {name!r} must be 1-64 letters, digits, '_', '.', ':' or '-' "
+            f"{what} {brief(name, 80)} must be 1-64 letters, digits, '_', '.', ':' or '-' "
             "(starting with a letter or digit)"
         )
     return name
@@ -203,22 +212,24 @@ def check_event_name(name: object, what: str = "name") -> str:
 
 def _check_seconds(value: object, key: str) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise EventError(f"{key} must be a number of seconds, got {value!r}")
-    f = float(value)
-    if not math.isfinite(f) or not 0 <= f <= _MAX_WINDOW_S:
-        raise EventError(f"{key} must be between 0 and {_MAX_WINDOW_S:g} s, got {value!r}")
-    return f
+        raise EventError(f"{key} must be a number of seconds, got {brief(value)}")
+    # compared before any conversion: float() of a 400-digit integer raises OverflowError
+    if not (0 <= value <= _MAX_WINDOW_S) or not math.isfinite(value):
+        raise EventError(f"{key} must be between 0 and {_MAX_WINDOW_S:g} s, got {brief(value)}")
+    return float(value)
 
 
 def _check_tags(tags: object) -> dict[str, str]:
     if not isinstance(tags, Mapping):
-        raise EventError(f"tags must be an object of strings, got {type(tags).__name__}")
+        raise EventError(f"tags must be an object of strings, got {brief(tags)}")
     if len(tags) > MAX_TAGS:
         raise EventError(f"at most {MAX_TAGS} tags, got {len(tags)}")
     out: dict[str, str] = {}
     for k, val in tags.items():
-        if not isinstance(k, str) or not _TAG_RE.match(k):
-            raise EventError(f"tag key {k!r} must be 1-64 letters, digits, '_', '.', ':' or '-'")
+        if not isinstance(k, str) or not _TAG_RE.fullmatch(k):
+            raise EventError(
+                f"tag key {brief(k, 80)} must be 1-64 letters, digits, '_', '.', ':' or '-'"
+            )
         if not isinstance(val, str) or len(val) > 1024:
             raise EventError(f"tag {k!r} must be a string of at most 1024 characters")
         out[k] = val
@@ -229,7 +240,9 @@ def _check_fields(d: Mapping[str, Any], allow: Iterable[str] = ()) -> dict[str, 
     """Validate the user-given fields of an event object; returns them normalised."""
     unknown = sorted(set(d) - _KEYS - set(allow))
     if unknown:
-        raise EventError(f"unknown key {unknown[0]!r} (allowed: {', '.join(sorted(_KEYS))})")
+        raise EventError(
+            f"unknown key {brief(unknown[0], 80)} (allowed: {', '.join(sorted(_KEYS))})"
+        )
     if "name" not in d:
         raise EventError("missing key 'name'")
     out: dict[str, Any] = {"name": check_event_name(d["name"])}
@@ -238,8 +251,8 @@ def _check_fields(d: Mapping[str, Any], allow: Iterable[str] = ()) -> dict[str, 
             out[key] = _check_seconds(d[key], key)
     tags = _check_tags(d.get("tags", {}) or {})
     if "note" in d:
-        if not isinstance(d["note"], str):
-            raise EventError("note must be a string")
+        if not isinstance(d["note"], str) or len(d["note"]) > 1024:
+            raise EventError("note must be a string of at most 1024 characters")
         tags["note"] = d["note"]
     out["tags"] = tags
     if "payload" in d:
@@ -251,17 +264,22 @@ def _check_fields(d: Mapping[str, Any], allow: Iterable[str] = ()) -> dict[str, 
     return out
 
 
-def _load_object(data: bytes | str | memoryview) -> dict[str, Any]:
-    raw = bytes(data) if isinstance(data, memoryview) else data
-    if len(raw) > MAX_EVENT_BYTES:
-        raise EventError(f"event body of {len(raw)} bytes is over {MAX_EVENT_BYTES}")
+def _load_object(
+    data: bytes | str | memoryview, max_bytes: int = MAX_EVENT_BYTES
+) -> dict[str, Any]:
+    """The JSON object of an event (:func:`~hyperframes.format.jsontext.parse_json`'s limits)."""
     try:
-        obj = json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise EventError(f"not UTF-8 JSON: {exc}") from None
-    if not isinstance(obj, dict):
+        obj = parse_json(data, "event", max_bytes)
+    except ValueError as exc:
+        raise EventError(str(exc)) from None
+    if type(obj) is not dict:
         raise EventError(f"an event is a JSON object, got {type(obj).__name__}")
     return obj
+
+
+def _dumps(d: Mapping[str, Any]) -> bytes:
+    # ensure_ascii off: a stored event takes the bytes it arrived in, not up to 6 per character
+    return json.dumps(d, separators=(",", ":"), allow_nan=False, ensure_ascii=False).encode()
 
 
 def parse_event_body(
@@ -280,7 +298,7 @@ def parse_event_body(
     """
     d = _check_fields(_load_object(body))
     pre, post = (defaults or {}).get(d["name"], default)
-    return Event(
+    event = Event(
         t_ns=t_ns,
         name=d["name"],
         pre_s=float(d.get("pre_s", pre)),
@@ -290,6 +308,10 @@ def parse_event_body(
         source=source,
         clock=clock,
     )
+    size = len(event.to_json())
+    if size > MAX_EVENT_BYTES:  # numbers can grow when written back (1e9 -> 1000000000.0)
+        raise EventError(f"event of {size} bytes as stored is over {MAX_EVENT_BYTES}")
+    return event
 
 
 def protected_segments(event: Event, spans: Iterable[SegmentSpan]) -> list[str]:
@@ -319,19 +341,22 @@ def protection(events: Iterable[Event], spans: Iterable[SegmentSpan]) -> dict[st
 
 
 def parse_log_line(line: bytes | str) -> Event | SegmentSpan | None:
-    """One event-log line as an :class:`Event` or a :class:`SegmentSpan`; None if unreadable."""
+    """One event-log line as an :class:`Event` or a :class:`SegmentSpan`; None if unreadable.
+
+    Total: whatever the bytes (a line cut by a crash, or written by someone
+    else), the answer is a checked item or None, never an exception.
+    """
     try:
-        obj = json.loads(line)
-        if not isinstance(obj, dict):
-            return None
+        obj = _load_object(line, MAX_LOG_LINE)
         kind = obj.get("type")
         if kind == "event":
             return Event.from_dict({k: v for k, v in obj.items() if k != "type"})
         if kind == "segment":
-            name, start, end = obj["name"], obj["start_ns"], obj["end_ns"]
-            if isinstance(name, str) and isinstance(start, int) and isinstance(end, int):
+            name, start, end = obj.get("name"), obj.get("start_ns"), obj.get("end_ns")
+            if (type(name) is str and len(name) <= 255 and type(start) is int
+                    and type(end) is int and 0 <= start <= end < _U64):  # fmt: skip
                 return SegmentSpan(name, start, end)
-    except (ValueError, KeyError, TypeError, UnicodeDecodeError):
+    except EventError:
         pass
     return None
 
@@ -343,7 +368,7 @@ def log_line(item: Event | SegmentSpan) -> bytes:
     else:
         d = {"type": "segment", "name": item.name, "start_ns": item.start_ns,
              "end_ns": item.end_ns}  # fmt: skip
-    return json.dumps(d, separators=(",", ":"), allow_nan=False).encode() + b"\n"
+    return _dumps(d) + b"\n"
 
 
 def read_event_log(directory: str | os.PathLike[str]) -> EventLog:

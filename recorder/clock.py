@@ -101,6 +101,13 @@ class ClockAnchor(Generic[T]):
         """The agreed offset ``timestamp - host time`` (``None`` while settling)."""
         return self._anchor
 
+    def provisional_ns(self) -> int | None:
+        """The anchor, or while settling the one the held frames would give now (``None``
+        before any frame): what an event is judged against before the first verdict."""
+        if self._anchor is not None or not self._held:
+            return self._anchor
+        return pick_anchor([(h.stream_id, h.offset) for h in self._held], self._max_jump)
+
     @property
     def held(self) -> int:
         """Frames waiting for a verdict."""

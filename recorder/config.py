@@ -86,8 +86,8 @@ __all__ = [
 #: written and read faster (bench/README.md, "Codecs"); ``codec: lz4`` writes
 #: what 0.2 readers read.
 _MB: Final = 1024 * 1024
-_VEHICLE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-_ZMQ_ENDPOINT_RE = re.compile(r"^(tcp|ipc|inproc|pgm|epgm|ws|wss)://.+$")
+_VEHICLE_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+_ZMQ_ENDPOINT_RE = re.compile(r"(tcp|ipc|inproc|pgm|epgm|ws|wss)://.+")
 T = TypeVar("T")
 
 
@@ -121,7 +121,15 @@ class MetricsConfig:
 
 @dataclass(frozen=True, slots=True)
 class ZmqSocketConfig:
-    """One receiving ZMQ socket; ``name`` is what streams refer to (``zmq_socket``)."""
+    """One receiving ZMQ socket; ``name`` is what streams refer to (``zmq_socket``).
+
+    ``max_connections`` (bound sockets, tcp:// and ipc://): peer connections
+    held at once, 1..65536, default 256. Past it the newest connection whose
+    peer has sent nothing yet (else the newest) is shut down and counted as
+    ``over-limit`` (:mod:`hyperframes.recorder.ingest.peers`), so idle
+    connections cannot use up the recorder's descriptors; keep it above the
+    number of drivers, and its sum over the sockets below ``LimitNOFILE``.
+    """
 
     name: str
     endpoint: str
@@ -131,6 +139,7 @@ class ZmqSocketConfig:
     curve: CurveConfig | None = (
         None  # CURVE server keys and allowed clients (hyperframes.recorder.ingest.curve)
     )
+    max_connections: int = 256
 
 
 @dataclass(frozen=True, slots=True)
@@ -310,13 +319,14 @@ def _metrics(data: object) -> MetricsConfig:
     )
 
 
-_ZMQ_KEYS = ("name", "endpoint", "socket", "bind", "rcvhwm", "curve")
+_ZMQ_KEYS = ("name", "endpoint", "socket", "bind", "rcvhwm", "curve", "max_connections")
+_MAX_CONNECTIONS: Final = 65536  # the unit's LimitNOFILE
 
 
 def _zmq_socket(data: object, path: str, default_name: str) -> ZmqSocketConfig:
     s = _Section(data, path, _ZMQ_KEYS)
     endpoint = s.need("endpoint", v.string)
-    if not _ZMQ_ENDPOINT_RE.match(endpoint):
+    if not _ZMQ_ENDPOINT_RE.fullmatch(endpoint):
         raise ConfigError(
             s.key("endpoint"), f"{endpoint!r} is not a ZMQ endpoint (tcp://HOST:PORT, ipc://PATH)"
         )
@@ -334,6 +344,7 @@ def _zmq_socket(data: object, path: str, default_name: str) -> ZmqSocketConfig:
         bind=bind,
         rcvhwm=s.get("rcvhwm", v.int_in(0), 10000),
         curve=curve,
+        max_connections=s.get("max_connections", v.int_in(1, _MAX_CONNECTIONS), 256),
     )
 
 
@@ -523,7 +534,7 @@ def _parse(data: object, source: str | None) -> VehicleConfig:
         raise ConfigError("", "the file is empty; a vehicle config is a YAML mapping")
     s = _Section(data, "", _TOP_KEYS)
     vehicle_id = s.need("vehicle_id", v.string)
-    if not _VEHICLE_RE.match(vehicle_id):
+    if not _VEHICLE_RE.fullmatch(vehicle_id):
         raise ConfigError(
             "vehicle_id",
             f"{vehicle_id!r} must be 1-64 letters, digits, '_', '.', '-' (it goes into file names)",
@@ -647,7 +658,8 @@ def _summary(cfg: VehicleConfig) -> Iterator[str]:
     for z in cfg.zmq:
         how = "bind" if z.bind else "connect"
         curve = f", curve (clients in {z.curve.clients})" if z.curve else ""
-        yield f"  zmq {z.name}: {z.socket} {how} {z.endpoint} rcvhwm {z.rcvhwm}{curve}"
+        cap = f" max_connections {z.max_connections}" if z.bind else ""
+        yield f"  zmq {z.name}: {z.socket} {how} {z.endpoint} rcvhwm {z.rcvhwm}{cap}{curve}"
     if cfg.mqtt is not None:
         m = cfg.mqtt
         yield f"  mqtt: {m.host}:{m.port}{' tls' if m.tls else ''} client_id {m.client_id}"

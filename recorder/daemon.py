@@ -60,6 +60,7 @@ from hyperframes.recorder.ingest.common import FrameRouter, IngestFrame
 from hyperframes.recorder.ingest.mqtt import MqttSource
 from hyperframes.recorder.ingest.zmq import ZmqSource
 from hyperframes.recorder.leftovers import DAMAGED_DIR, Outcome, recover_leftovers
+from hyperframes.recorder.limits import private_descriptor_table, raise_nofile
 from hyperframes.recorder.metrics import (
     DropReason,
     PrometheusExporter,
@@ -459,8 +460,11 @@ class Recorder:
             raise ConfigError("", problems[0] + (more if problems[1:] else ""), cfg.source)
         for warning in exposure_warnings(cfg):
             _log.warning("%s", warning)
+        raise_nofile(sum(z.max_connections for z in cfg.zmq if z.bind))
         max_payload = round(cfg.max_payload_mb * _MB)
-        self._executor = ThreadPoolExecutor(1, thread_name_prefix="hf-writer")
+        self._executor = ThreadPoolExecutor(
+            1, thread_name_prefix="hf-writer", initializer=private_descriptor_table
+        )
         loop = asyncio.get_running_loop()
         self.sink = await loop.run_in_executor(self._executor, SegmentSink, cfg, self.stats)
         # listed before the first segment opens: every .tmp here is a crash's leftover
@@ -637,6 +641,7 @@ class Recorder:
             if closed:
                 await self._emit(closed)
         await self._emit(engine.flush())
+        self.intake.release(final=True)  # peer events never judged: quarantined
         async with self._emit_lock:  # events still queued (rules fired by the last frames)
             while not self.intake.queue.empty():
                 await self._wq.put(self.intake.queue.get_nowait())
@@ -650,6 +655,7 @@ class Recorder:
             closed = self.engine.tick(mono)
             if closed:
                 await self._emit(closed)
+            self.intake.release()  # peer events that came before the clock settled
             if self.rules.stale:
                 anchor = self._anchor()
                 sensor_now = time.time_ns() if anchor is None else mono + anchor
@@ -671,7 +677,7 @@ class Recorder:
 
     def _anchor(self) -> int | None:
         clock = self.engine.clock
-        return None if clock is None else clock.anchor_ns
+        return None if clock is None else clock.provisional_ns()
 
     async def _events(self) -> None:
         """Events into the write queue, between windows (so each finds its window)."""
@@ -751,7 +757,9 @@ class Recorder:
         _log.warning("recovery on start: %d unfinished segment(s): %s", len(leftovers),
                      ", ".join(p.name for p in leftovers))  # fmt: skip
         stop = threading.Event()
-        ex = ThreadPoolExecutor(1, thread_name_prefix="hf-recover")
+        ex = ThreadPoolExecutor(
+            1, thread_name_prefix="hf-recover", initializer=private_descriptor_table
+        )
         try:
             self.recovered = await asyncio.get_running_loop().run_in_executor(
                 ex, recover_leftovers, leftovers, self.stats, stop

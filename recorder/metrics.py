@@ -158,7 +158,8 @@ class RecorderStats:
     mqtt_auth_failures: dict[str, int] = field(default_factory=dict)
     """Per MQTT broker: connections refused for a bad username or password, or not authorised."""
     zmq_events: dict[str, dict[str, int]] = field(default_factory=dict)
-    """Per ZMQ socket: peers ``disconnected``, ``auth-failed`` (CURVE), ``handshake-failed``."""
+    """Per ZMQ socket: peers ``disconnected``, ``auth-failed`` (CURVE), ``handshake-failed``,
+    ``over-limit`` (shut down for ``zmq.max_connections``)."""
     write_queue_depth: int = 0
     disk_free_bytes: int | None = None
     recording: bool = True
@@ -384,7 +385,8 @@ def _collect(stats: RecorderStats) -> Iterable[Any]:
     zmq = CounterMetricFamily(
         "hyperframes_zmq_peer_events",
         "ZMQ peer events by socket: disconnected (also a message over max_payload_mb), "
-        "auth-failed (a CURVE key not allowed), handshake-failed.",
+        "auth-failed (a CURVE key not allowed), handshake-failed, over-limit (a connection "
+        "shut down for zmq.max_connections).",
         labels=["socket", "event"],
     )
     for sock, events in sorted(dict(stats.zmq_events).items()):

@@ -260,6 +260,11 @@ def setup_logging(
         else:
             handler = JournalHandler(SYSLOG_IDENTIFIER=_IDENTIFIER)
             handler.setFormatter(logging.Formatter("%(name)s: %(message)s"))
+            # libsystemd opens its journal socket on the first record: open it now, while
+            # one descriptor table serves every thread (the writer later takes a table of
+            # its own, hyperframes.recorder.limits), so every thread finds that socket
+            handler.emit(logging.LogRecord(__name__, logging.DEBUG, __file__, 0,
+                                           "logging to the journal", None, None))  # fmt: skip
     if handler is None:
         handler = logging.StreamHandler(sys.stderr)
         if running_under_systemd():

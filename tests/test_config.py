@@ -149,6 +149,23 @@ def test_several_zmq_sockets() -> None:
     assert str(error_of(d)).startswith("streams[0].zmq_socket: required with several zmq sockets")
 
 
+def test_zmq_max_connections() -> None:
+    assert parse_config(cfg()).zmq[0].max_connections == 256
+    c = parse_config(cfg(zmq={"endpoint": "tcp://127.0.0.1:5555", "max_connections": 8}))
+    assert c.zmq[0].max_connections == 8
+    for bad, why in (
+        (0, "must be 1..65536, got 0"),
+        (65537, "must be 1..65536, got 65537"),
+        (True, "must be an integer 1..65536, got a boolean"),
+        ("64", "must be an integer 1..65536, got a string"),
+    ):
+        second = {"name": "b", "endpoint": "tcp://127.0.0.1:5555", "max_connections": bad}
+        d = cfg(zmq=[{"name": "main", "endpoint": "ipc:///tmp/x.sock"}, second])
+        for s in d["streams"]:
+            s["zmq_socket"] = "main"
+        assert str(error_of(d)).startswith(f"zmq[1].max_connections: {why}"), error_of(d)
+
+
 def test_mqtt_stream_and_qos() -> None:
     d = cfg(mqtt={"host": "localhost"})
     d["streams"][0].update(transport="mqtt", qos=2)

@@ -17,6 +17,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from hyperframes.recorder.config import ZmqSocketConfig
+from hyperframes.recorder.limits import NOFILE_TARGET, OWN_DESCRIPTORS
+
 ROOT = Path(__file__).resolve().parent.parent
 UNIT = ROOT / "deploy" / "hyperframes-recorder.service"
 UPLOAD = ROOT / "deploy" / "hyperframes-upload.service"
@@ -142,6 +145,15 @@ def test_unit_contents() -> None:
     }
     for key, value in expected.items():
         assert s.get(key) == [value], f"{key}: {s.get(key)}"
+
+
+def test_unit_holds_enough_descriptors() -> None:
+    """Issue 41: the soft limit is 1024 unless the unit says otherwise."""
+    s = _unit_settings(UNIT.read_text())
+    assert s.get("LimitNOFILE") == [str(NOFILE_TARGET)]  # soft = hard = what the daemon asks
+    # room for many sockets at the default max_connections, beside the recorder's own
+    default = ZmqSocketConfig("z", "tcp://127.0.0.1:1").max_connections
+    assert 16 * default + OWN_DESCRIPTORS <= NOFILE_TARGET
 
 
 def test_install_script_syntax() -> None:

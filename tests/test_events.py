@@ -51,7 +51,8 @@ def test_event_json_round_trip_and_window() -> None:
 @pytest.mark.parametrize(
     ("body", "problem"),
     [
-        (b"nope", "not UTF-8 JSON"),
+        (b"nope", "not valid JSON"),
+        (b"\xff\xfe", "not valid JSON"),
         (b"[]", "a JSON object, got list"),
         (b'{"pre_s": 1}', "missing key 'name'"),
         (b'{"name": ""}', "name '' must be 1-64"),
@@ -61,8 +62,18 @@ def test_event_json_round_trip_and_window() -> None:
         (b'{"name": "a", "tags": {"k": 1}}', "tag 'k' must be a string"),
         (b'{"name": "a", "tags": ["x"]}', "tags must be an object of strings"),
         (b'{"name": "a", "colour": 1}', "unknown key 'colour'"),
-        (b'{"name": "a", "payload": NaN}', "payload"),
-        (b"{" + b" " * 70_000 + b"}", "over 65536"),
+        (b'{"name": "a", "payload": NaN}', "not valid JSON"),
+        (b"{" + b" " * 70_000 + b"}", "over the limit of 65536"),
+        # what once escaped as OverflowError and RecursionError and stopped the recorder
+        (b'{"name": "x", "pre_s": 1' + b"0" * 400 + b"}", "wider than 64 bits"),
+        (b'{"name": "x", "pre_s": 1' + b"0" * 18 + b"}", "pre_s must be between 0 and 86400"),
+        (b'{"name": "x", "pre_s": 1e400}', "not valid JSON"),
+        (b'{"name": "x", "payload": ' + b"[" * 30_000 + b"]" * 30_000 + b"}", "nested deeper"),
+        (b'{"name": "x", "payload": {"n": 1' + b"0" * 400 + b"}}", "wider than 64 bits"),
+        (b'{"name": "x", "payload": ' + b"[" * 40 + b"]" * 40 + b"}", "nested deeper than 32"),
+        (b'{"name": "x", "payload": [' + b"1e9," * 8000 + b"1]}", "as stored is over 65536"),
+        (b'{"name": "odd\\n"}', "must be 1-64"),
+        (b'{"name": "x", "tags": {"k\\n": "v"}}', "tag key"),
     ],
 )
 def test_bad_event_bodies_say_what_is_wrong(body: bytes, problem: str) -> None:
@@ -141,7 +152,10 @@ def test_a_full_event_log_compacts_then_refuses_and_never_raises(tmp_path: Path)
         w.append_event(Event(i * S, f"e{i:04d}"), lambda: existing)
     events = read_event_log(tmp_path).events
     names = [e.name for e in events]
-    assert "e0000" not in names and "e0029" in names and "e0039" in names
+    # the log was full of events protecting segments on disk: later ones were refused (not
+    # logged, not held, protecting nothing) until the disk policy deleted 0..24
+    assert w.refused > 0 and "e0000" not in names and "e0039" in names
+    assert names == [e.name for e in w.events]  # memory holds what the log holds, no more
     assert (tmp_path / EVENT_LOG_NAME).stat().st_size <= 40 * line
     # a limit nothing fits into: refused, counted, recording goes on
     tiny = EventLogWriter(tmp_path / "t", 10) if (tmp_path / "t").mkdir() is None else None

@@ -110,8 +110,10 @@ def test_a_filling_disk_deletes_unprotected_segments_first(
     out2 = small_disk / "rec2"
     for p in list_segments(out, "testcar"):
         p.unlink()
-    cfg2 = parse_config(cfg_for(out2, tmp_path, segment_seconds=600, segment_max_mb=1,
-                                disk={"min_free_mb": 4, "on_full": "delete-oldest"}))  # fmt: skip
+    raw2 = cfg_for(out2, tmp_path, segment_seconds=600, segment_max_mb=1,
+                   disk={"min_free_mb": 4, "on_full": "delete-oldest"})  # fmt: skip
+    raw2["events"]["peers"] = {"max_post_s": 3600}  # a peer may ask this much only if allowed
+    cfg2 = parse_config(raw2)
     events2 = [(T0 + 100 * MS, "keep_all", {"pre_s": 0, "post_s": 3600})]
 
     async def main2() -> Recorder:
@@ -134,7 +136,8 @@ def test_snapshot_mode_keeps_only_event_windows_and_the_buffer(tmp_path: Path) -
     out = tmp_path / "out"
     cfg = parse_config(cfg_for(out, tmp_path, segment_seconds=0.5,
                                disk={"retention": "events", "buffer_s": 1.0, "min_free_mb": 0},
-                               events={"pre_s": 0.5, "post_s": 0.5}))  # fmt: skip
+                               events={"pre_s": 0.5, "post_s": 0.5,
+                                       "peers": {"max_post_s": 1.0}}))  # fmt: skip
     frames = big_lidar(10.0, points=200)
     events = [(T0 + 2200 * MS, "bookmark", {}), (T0 + 6100 * MS, "disengage", {"post_s": 1.0})]
 
@@ -188,7 +191,7 @@ def test_kill_9_inside_a_post_window_is_honoured_after_restart(tmp_path: Path) -
     port = free_port()
     d = cfg_for(out, tmp_path, segment_seconds=0.5, fsync_interval_s=0.1,
                 disk={"retention": "events", "buffer_s": 1.0, "min_free_mb": 0},
-                events={"pre_s": 0.5, "post_s": 0.5})  # fmt: skip
+                events={"pre_s": 0.5, "post_s": 0.5, "peers": {"max_post_s": 3.0}})  # fmt: skip
     d["zmq"]["endpoint"] = f"tcp://127.0.0.1:{port}"
     conf = tmp_path / "car.yaml"
     conf.write_text(yaml.safe_dump(d))

@@ -288,6 +288,15 @@ def test_deeply_nested_metadata_is_refused(edit, capsys, depth: int) -> None:
             recover(tmp, tmp.with_name("out.hf"))
 
 
+@pytest.mark.parametrize("field", ["shape", "dtype", "codec", "kind", "encoding"])
+def test_a_typed_field_nested_a_thousand_deep_is_refused_not_recursed_into(
+    edit, capsys, field: str
+) -> None:
+    """Within orjson's own bound (1024) but past Python's recursion limit for repr."""
+    deep = "[" * 1000 + "1" + "]" * 1000
+    _expect_typed_everywhere(edit(_with_token(field, deep)), capsys, "stream 1|metadata")
+
+
 @pytest.mark.parametrize(
     ("field", "token"),
     [

@@ -10,7 +10,8 @@ import pytest
 from s3_server import S3Unavailable, s3_client, s3_endpoint
 
 from hyperframes.reader import HyperframeReader
-from hyperframes.storage.objects import RemoteError, cached_path, is_url, list_urls, split_s3_url
+from hyperframes.storage.cache import cached_path
+from hyperframes.storage.objects import RemoteError, is_url, list_urls, split_s3_url
 from hyperframes.synth import profile, write_synthetic
 
 pytestmark = pytest.mark.network
@@ -70,14 +71,14 @@ def test_store_errors_are_classified_once_for_readers_and_the_uploader(
     from botocore.exceptions import ClientError, EndpointConnectionError
 
     from hyperframes.recorder.upload.s3 import _classify
-    from hyperframes.storage.objects import _fail, classify_error
+    from hyperframes.storage.objects import classify_error, fail
 
     exc = ClientError({"Error": {"Code": code, "Message": "m"},
                        "ResponseMetadata": {"HTTPStatusCode": status}}, "GetObject")  # fmt: skip
     assert classify_error(exc).kind == kind
     reason = {"no-bucket": "no-bucket", "auth": "auth"}.get(kind, "server")
     assert _classify(exc, "s3://b/k").reason == reason
-    problem = _fail("s3://b/k", exc).problem
+    problem = fail("s3://b/k", exc).problem
     assert problem.startswith({"no-bucket": "no such bucket", "not-found": "no such object",
                                "auth": "access refused"}.get(kind, "the store failed"))  # fmt: skip
     down = EndpointConnectionError(endpoint_url="http://127.0.0.1:9")

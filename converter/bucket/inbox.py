@@ -10,6 +10,11 @@ shared disk):
 - the inbox is the objects under the ``--inbox`` prefix (``*.hf``; a
   ``*.tmp`` deferred, then failed after ``batch.stale_tmp_s``); named inputs
   are URLs (globs in the last component allowed);
+- a key the store cannot address (a ``.`` or ``..`` segment, ``//``, a control
+  character: :func:`~hyperframes.converter.bucket.keys.key_problem`) stops
+  nothing: an inbox key is one ``ignored`` record (once per batch, named
+  printably, with why) and is counted in the summary, left where it is; a
+  named one fails alone;
 - an input whose marker exists is skipped; the ETag marker lets a re-run
   skip without downloading anything;
 - before a task starts, the batch takes the output name's lease
@@ -46,7 +51,13 @@ from typing import Final
 from hyperframes.converter.batch.inbox import Entry, Item
 from hyperframes.converter.batch.ledger import JsonLinesLedger, Ledger
 from hyperframes.converter.batch.loop import run_loop
-from hyperframes.converter.bucket.keys import Layout, lease_state, scan_objects
+from hyperframes.converter.bucket.keys import (
+    Layout,
+    key_problem,
+    lease_state,
+    printable,
+    scan_objects,
+)
 from hyperframes.converter.bucket.leases import acquire
 from hyperframes.converter.bucket.ledger import BucketLedger
 from hyperframes.converter.bucket.store import Bucket, BucketError, as_url
@@ -148,6 +159,7 @@ class BucketInbox:
         self.key = config_key(opts.config)
         self.run_id = f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(4)}"
         self.n = 0
+        self.odd: set[str] = set()  # inbox keys the store cannot address, seen in a scan
 
     @contextlib.contextmanager
     def session(self) -> Iterator[Ledger]:
@@ -187,6 +199,15 @@ class BucketInbox:
                 }
             for url in urls:
                 b, k = split_s3_url(url)
+                problem = key_problem(k)
+                if problem is not None:
+                    yield {
+                        "input": printable(url),
+                        "status": "failed",
+                        "fault": "input",
+                        "reason": f"the key has {problem}: this converter cannot read it",
+                    }
+                    continue
                 bucket = self.outb if b == self.outb.name else Bucket(b)
                 obj = bucket.head(k)
                 if obj is None:
@@ -206,16 +227,17 @@ class BucketInbox:
             return []
         self.sweep()
         bucket, prefix = self.inbox
-        rows = [(o.key, o.size, o.etag, o.mtime) for o in bucket.objects(prefix)]
+        rows = [(o.key, o.size, o.etag, o.mtime) for o in bucket.listing(prefix)]
         stale_s = self.opts.config.batch.stale_tmp_s
-        return [
-            Entry(
-                Item(bucket.url(e.key), e.name, True, e.identity, e.etag, e.size),
-                e.action,
-                e.reason,
-            )
-            for e in scan_objects(rows, stale_s, time.time(), prefix)
-        ]
+        entries = []
+        for e in scan_objects(rows, stale_s, time.time(), prefix):
+            url = bucket.url(e.key)
+            if e.action == "ignore":  # a key the store cannot address: named, never read
+                self.odd.add(e.key)
+                url = printable(url)
+            item = Item(url, e.name, True, e.identity, e.etag, e.size)
+            entries.append(Entry(item, e.action, e.reason))
+        return entries
 
     def settled(self, items: list[Item]) -> list[Outcome | None]:
         """``skipped`` for each item whose ETag marker exists (its input is not downloaded)."""
@@ -275,6 +297,7 @@ class BucketInbox:
             lease_s=self.opts.config.batch.lease_s,
             inbox=self.opts.inbox if item.inbox else None,
             etag=item.etag,
+            size=item.size,
             name=item.name,
         )
 
@@ -302,8 +325,15 @@ class BucketInbox:
             outcome["move_error"] = f"could not move to failed/: {exc}"
 
     def notes(self) -> list[str]:
-        """None: ``INBOX/failed/`` is not counted (one more listing of the store)."""
-        return []
+        """The inbox keys the store cannot address, counted (``INBOX/failed/`` is not: one
+        more listing of the store)."""
+        if not self.odd or self.opts.inbox is None:
+            return []
+        return [
+            f"{len(self.odd)} key(s) under {self.opts.inbox} cannot be read through the store "
+            "(a '.' or '..' segment, '//', a control character): left in place, each in the "
+            "ledger as ignored; rename or delete them"
+        ]
 
 
 def run_bucket_batch(opts: BucketOptions, *, display: BatchDisplay | None = None) -> int:

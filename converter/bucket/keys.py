@@ -18,6 +18,10 @@ prefix ``OUT`` (docs/CONVERTER.md, "Buckets"):
 ``NAME`` is an inbox object's key below ``INBOX/`` (the uploader's
 ``VEHICLE/YYYY-MM-DD/SEGMENT.hf``: outputs mirror the inbox's layout), or a
 named input's last component.
+
+A store takes keys the batch cannot use (:func:`key_problem`: a ``.`` or ``..``
+segment, ``//``, a control character); they are listed and ignored by name,
+never read, moved or mirrored.
 """
 
 from __future__ import annotations
@@ -33,6 +37,8 @@ from hyperframes.converter.plan import marker_name
 __all__ = [
     "Layout",
     "ScanEntry",
+    "key_problem",
+    "printable",
     "scan_objects",
     "inbox_name",
     "lease_doc",
@@ -43,6 +49,32 @@ __all__ = [
 HF_SUFFIX: Final = ".hf"
 TMP_SUFFIX: Final = ".tmp"
 _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def key_problem(key: str) -> str | None:
+    """Why object key ``key`` cannot be an input or an output name, or None.
+
+    A ``.`` or ``..`` segment, an empty one (``//``, a leading or trailing ``/``),
+    or a control character (NUL included): S3 stores such keys, but obstore's
+    paths refuse them (a request for one cannot be made, and a listing that
+    meets one fails as a whole), and as an output name or a local file name a
+    ``..`` would climb out of its prefix.
+    """
+    if _CONTROL.search(key):
+        return "a control character"
+    for segment in key.split("/"):
+        if segment in (".", ".."):
+            return f"a {segment!r} segment"
+        if not segment:
+            return "an empty segment ('//', or a leading or trailing '/')"
+    return None
+
+
+def printable(text: str) -> str:
+    """``text`` with every character that is not printable escaped (``\\x00``), for the
+    ledger, the terminal and logs: a key can hold anything."""
+    return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)
 
 
 def _join(prefix: str, rest: str) -> str:
@@ -117,13 +149,13 @@ def ledger_name(time_ns: int, host: str, pid: int, seq: int) -> str:
 
 @dataclass(frozen=True, slots=True)
 class ScanEntry:
-    """An inbox object and what to do with it now: convert, defer or fail."""
+    """An inbox object and what to do with it now: convert, defer, fail or ignore."""
 
     key: str
     name: str
     size: int
     etag: str
-    action: str  # "convert" | "defer" | "fail"
+    action: str  # "convert" | "defer" | "fail" | "ignore"
     reason: str = ""
 
     @property
@@ -156,10 +188,18 @@ def scan_objects(
     An object is whole once it is listed (a PUT or a multipart upload appears
     at once), so ``*.hf`` objects are converted without a settling time. A
     ``*.tmp`` is a recording never finalized: deferred until it is
-    ``stale_tmp_s`` old, then failed. Other suffixes are ignored.
+    ``stale_tmp_s`` old, then failed. Other suffixes are ignored. A key with a
+    :func:`key_problem` (whatever its suffix; a console's empty ``folder/``
+    marker aside) is ``ignore``: left in place, named :func:`printable`, with why.
     """
     out: list[ScanEntry] = []
     for key, size, etag, mtime in sorted(objects):
+        problem = key_problem(key)
+        if problem is not None:
+            odd = _odd_entry(prefix, key, size, etag, problem)
+            if odd is not None:
+                out.append(odd)
+            continue
         name = inbox_name(prefix, key)
         if name is None:
             continue
@@ -176,6 +216,21 @@ def scan_objects(
         elif name.endswith(HF_SUFFIX):
             out.append(ScanEntry(key, name, size, etag, "convert"))
     return out
+
+
+def _odd_entry(prefix: str, key: str, size: int, etag: str, problem: str) -> ScanEntry | None:
+    """The ``ignore`` entry of a key with a :func:`key_problem`; None for a folder marker (an
+    empty ``KEY/``), a key outside the prefix and ``failed/``."""
+    rest = key[len(prefix) + 1 :] if prefix else key
+    if (prefix and not key.startswith(prefix + "/")) or rest.startswith("failed/"):
+        return None
+    if key.endswith("/") and size == 0 and key_problem(key[:-1]) is None:
+        return None
+    why = (
+        f"the key has {problem}: the store takes it, but this converter cannot read it "
+        "through its store nor name an output after it; left in place (rename or delete it)"
+    )
+    return ScanEntry(key, printable(rest), size, etag, "ignore", why)
 
 
 def lease_doc(owner: str, name: str, source: str, lease_s: float, now: float) -> dict[str, Any]:

@@ -2,9 +2,15 @@
 
 Everything the bucket batch (:mod:`hyperframes.converter.bucket.inbox`) and its tasks
 (:mod:`hyperframes.converter.bucket.task`) do to a store goes through :class:`Bucket`:
-list, HEAD, streamed download with SHA-256, multipart upload, JSON objects,
-conditional writes, and the one step that publishes an output,
-:meth:`Bucket.copy_if_absent`.
+list, HEAD, a ranged GET of an object's first bytes, streamed download with
+SHA-256, multipart upload, JSON objects, conditional writes, and the one step
+that publishes an output, :meth:`Bucket.copy_if_absent`.
+
+Listing goes through boto3 (:func:`hyperframes.storage.objects.client_for`), not
+obstore: obstore's listing fails as a whole when it meets one key its paths
+refuse (:func:`~hyperframes.converter.bucket.keys.key_problem`), and anyone who
+may put a key under a prefix could stop every reader of it. :meth:`Bucket.listing`
+gives every key; :meth:`Bucket.objects` only those the store can address.
 
 Conditional writes (how a final key is never overwritten) follow
 ``HYPERFRAMES_S3_FINAL_COPY`` (validated here):
@@ -36,7 +42,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from hyperframes.converter.bucket.keys import key_problem
 from hyperframes.converter.errors import ConfigError, ConverterError, MissingExtraError
+from hyperframes.storage.objects import classify_error, client_for, redact_credentials, store_for
 
 __all__ = [
     "FINAL_COPY_ENV",
@@ -127,7 +135,7 @@ def _obstore() -> Any:
 
 
 def _mtime(meta: dict[str, Any]) -> float:
-    lm = meta.get("last_modified")
+    lm = meta.get("last_modified") or meta.get("LastModified")
     return float(lm.timestamp()) if lm is not None else 0.0
 
 
@@ -137,8 +145,6 @@ class Bucket:
     def __init__(self, name: str) -> None:
         self.name = name
         self._ob = _obstore()
-        from hyperframes.storage.objects import store_for  # noqa: PLC0415
-
         self.mode = final_copy_mode()
         config = {} if self.mode == "head" else {"copy_if_not_exists": self.mode}
         self._store = store_for(name, **config)
@@ -149,7 +155,13 @@ class Bucket:
 
     def _fail(self, key: str, exc: BaseException) -> BucketError:
         name = type(exc).__name__
-        text = str(exc).split("\n", 1)[0][:300]
+        text = redact_credentials(str(exc).split("\n", 1)[0][:300])
+        if type(exc).__module__.startswith("botocore"):  # a listing (boto3)
+            kind = classify_error(exc).kind
+            if kind == "no-bucket":
+                return BucketError(self.url(key), "no such bucket")
+            if kind == "auth":
+                return BucketError(self.url(key), f"access refused: {text}")
         if name == "PreconditionError":
             return BucketError(self.url(key), CHANGED)
         if name == "AlreadyExistsError":
@@ -168,18 +180,24 @@ class Bucket:
 
     # --- reading -----------------------------------------------------------------
 
-    def objects(self, prefix: str) -> list[Obj]:
-        """Every object under ``prefix/`` (recursive), sorted by key."""
+    def listing(self, prefix: str) -> list[Obj]:
+        """Every object under ``prefix/`` (recursive), sorted by key, whatever its key
+        (see the module docstring)."""
         try:
-            metas = [
-                m for batch in self._ob.list(self._store, prefix=prefix or None) for m in batch
+            pages = client_for().get_paginator("list_objects_v2")
+            rows = [
+                Obj(o["Key"], int(o["Size"]), str(o.get("ETag") or ""), _mtime(o))
+                for page in pages.paginate(Bucket=self.name, Prefix=f"{prefix}/" if prefix else "")
+                for o in page.get("Contents", [])
             ]
-        except Exception as exc:
+        except Exception as exc:  # botocore raises many kinds
             raise self._fail(prefix + "/", exc) from None
-        return sorted(
-            (Obj(m["path"], int(m["size"]), str(m.get("e_tag") or ""), _mtime(m)) for m in metas),
-            key=lambda o: o.key,
-        )
+        return sorted(rows, key=lambda o: o.key)
+
+    def objects(self, prefix: str) -> list[Obj]:
+        """Every object under ``prefix/`` that the store can address, sorted by key (a
+        key with a :func:`~hyperframes.converter.bucket.keys.key_problem` is left out)."""
+        return [o for o in self.listing(prefix) if key_problem(o.key) is None]
 
     def head(self, key: str) -> Obj | None:
         """The object's metadata, or None when it does not exist."""
@@ -200,6 +218,20 @@ class Bucket:
         except Exception as exc:
             raise self._fail(key, exc) from None
         return iter(got.stream(min_chunk_size=_CHUNK)), got.meta
+
+    def head_bytes(self, key: str, n: int, *, etag: str | None = None) -> tuple[bytes, Obj]:
+        """The first ``n`` bytes of ``key`` (fewer when it is shorter; it must not be empty)
+        and its metadata, in one ranged GET (``If-Match`` with ``etag``)."""
+        options: dict[str, Any] = {"range": (0, n)}
+        if etag:
+            options["if_match"] = etag
+        try:
+            got = self._ob.get(self._store, key, options=options)
+            data = bytes(got.bytes())
+        except Exception as exc:
+            raise self._fail(key, exc) from None
+        meta = got.meta
+        return data, Obj(key, int(meta["size"]), str(meta.get("e_tag") or ""), _mtime(meta))
 
     def download(
         self, key: str, dest: Path, *, etag: str | None = None, progress: Transfer | None = None

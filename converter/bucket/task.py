@@ -6,8 +6,10 @@ pool or as a Ray task: every byte goes through the bucket, so a Ray cluster
 needs no shared disk). The worker holds the lease the batch took for the
 output name (:mod:`hyperframes.converter.bucket.leases`) and renews it while it runs. Steps:
 
-1. download the input into a private temporary directory on the worker's
-   own disk (``If-Match`` the ETag listed), hashing it on the way;
+1. read the input's header with one ranged GET and refuse an object that is no
+   hyperframe file (fault ``input``: set aside) before downloading a byte more;
+   then download it into a private temporary directory on the worker's own
+   disk (``If-Match`` the ETag listed), hashing it on the way;
 2. a marker for its SHA-256 and config key: ``skipped`` (and the ETag marker
    written); an output under the final key that is this input's verified
    conversion: adopted; any other: the input fails (``converter``);
@@ -37,6 +39,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final
 
+from hyperframes._structure import read_header
 from hyperframes.converter import __version__
 from hyperframes.converter.bucket.keys import Layout
 from hyperframes.converter.bucket.leases import Lease
@@ -54,8 +57,10 @@ from hyperframes.converter.convert import (
     file_sha256,
     is_conversion_of,
 )
-from hyperframes.converter.errors import ConversionError, OutputExistsError
+from hyperframes.converter.errors import ConversionError, InputError, OutputExistsError
 from hyperframes.converter.outcome import error_of, fault_of
+from hyperframes.errors import HyperframesError
+from hyperframes.format.layout import HEADER_SIZE
 from hyperframes.storage.objects import split_s3_url
 
 __all__ = [
@@ -81,11 +86,13 @@ def make_bucket_request(
     lease_s: float,
     inbox: str | None = None,
     etag: str | None = None,
+    size: int | None = None,
     encoder: str | None = None,
     name: str | None = None,
 ) -> str:
     """The JSON request for :func:`run_bucket_task` (``inbox``: the input's inbox URL;
-    ``name``: the output's name below ``out``, by default the input's last component)."""
+    ``etag``, ``size``: the object as listed; ``name``: the output's name below ``out``, by
+    default the input's last component)."""
     return json.dumps(
         {
             "kind": "bucket",
@@ -94,6 +101,7 @@ def make_bucket_request(
             "out": out,
             "inbox": inbox,
             "etag": etag,
+            "size": size,
             "owner": owner,
             "lease_s": lease_s,
             "config": config.to_dict(),
@@ -145,6 +153,39 @@ def move_to_failed(
     raise BucketError(bucket.url(layout.failed(name)), "1000 failed copies of this name")
 
 
+class _Head:
+    """An object's first bytes as the reader's :class:`~hyperframes.storage.source.RangeSource`."""
+
+    def __init__(self, data: bytes, size: int) -> None:
+        self.data = data
+        self.size = size
+
+    def pread(self, size: int, offset: int) -> bytes:
+        """Bytes of the span held (the header's)."""
+        return self.data[offset : offset + size]
+
+    def prefetch(self, offset: int, size: int) -> None:
+        """Nothing beyond the header is fetched."""
+
+
+def _check_header(bucket: Bucket, key: str, *, etag: str | None, size: int | None) -> None:
+    """Refuse ``key`` unless it starts with a hyperframe file's header (the reader's checks:
+    magic, version, CRC32C...), reading only that: one ranged GET of 512 bytes, none when
+    ``size`` (as listed) is shorter. Raises :class:`InputError` (rule ``header``)."""
+    url = bucket.url(key)
+    data = b""
+    if size is None or size >= HEADER_SIZE:
+        data, obj = bucket.head_bytes(key, HEADER_SIZE, etag=etag)
+        size = obj.size
+    try:
+        read_header(_Head(data, size), url, size)
+    except HyperframesError as exc:
+        why = str(exc).removeprefix(f"{url}: ")
+        raise InputError(
+            url, f"refused after its header: {why}; not downloaded", rule="header"
+        ) from None
+
+
 def _inject_fault(name: str) -> None:
     spec = os.environ.get(BUCKET_FAULT_ENV, "")
     if spec == f"exit-after-staging:{name}":
@@ -186,6 +227,7 @@ class _Job:
         src = self.tmp / "in" / self.name.rpartition("/")[2]
         src.parent.mkdir()
         self.progress = progress
+        _check_header(self.inb, self.in_key, etag=self.req.get("etag"), size=self.req.get("size"))
         obj, sha = self.inb.download(
             self.in_key, src, etag=self.req.get("etag"), progress=self._phase("download")
         )

@@ -14,9 +14,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, overload
 
-import orjson
-
-from hyperframes.format.streams import MAX_JSON_DEPTH, FileMetadata, StreamInfo
+from hyperframes.format.jsontext import MAX_JSON_DEPTH, brief, parse_json
+from hyperframes.format.streams import FileMetadata, StreamInfo
 
 __all__ = [
     "Meta",
@@ -56,9 +55,9 @@ class StreamTable(Sequence[StreamInfo]):
                 raise ValueError(f"a stream must be a JSON object, got {type(d).__name__}")
             sid, name = d.get("id", -1), d.get("name")
             if not (type(sid) is int and 0 <= sid <= 0xFFFF):
-                raise ValueError(f"stream id must be an integer 0..65535, got {sid!r:.40}")
+                raise ValueError(f"stream id must be an integer 0..65535, got {brief(sid, 40)}")
             if type(name) is not str:
-                raise ValueError(f"stream {sid}: name must be a string, got {name!r:.40}")
+                raise ValueError(f"stream {sid}: name must be a string, got {brief(name, 40)}")
             ids.append(sid)
             names.append(name)
         if len(set(ids)) != len(ids) or len(set(names)) != len(names):
@@ -119,7 +118,7 @@ class Meta:
 def window_ns_problem(value: object) -> str | None:
     """Why ``value`` cannot be a window length (integer 1 ns .. one day), or None."""
     if not isinstance(value, int) or isinstance(value, bool):
-        return f"window length {value!r:.40} is not an integer"
+        return f"window length {brief(value, 40)} is not an integer"
     if not 0 < value <= MAX_WINDOW_NS:
         return f"window length {value} ns outside 1..{MAX_WINDOW_NS}"
     return None
@@ -138,42 +137,20 @@ def encode_meta(meta: Meta) -> bytes:
     return json.dumps(doc, separators=(",", ":"), sort_keys=False).encode()
 
 
-def _no_constant(name: str) -> float:
-    raise ValueError(f"metadata holds {name}, not a finite number")
-
-
-_STDLIB = json.JSONDecoder(parse_constant=_no_constant)
-# every digit as b"0", every other byte as b"\x01": then a run of 20 digits (an integer this
-# long may be wider than 64 bits) is one substring search (~1.5 us for 2 KB; a regex: ~15)
-_DIGITS = bytes(0x30 if 0x30 <= b <= 0x39 else 1 for b in range(256))
-_LONG_RUN = b"0" * 20
-
-
 def _parse(data: bytes) -> Any:
     """The JSON document of a metadata block (``ValueError`` if it is not JSON).
 
-    orjson is ~2.5x the standard parser (16 -> 6 us for a typical 2 KB block,
-    a third of an open) and refuses what JSON has not (NaN, Infinity, lone
-    surrogates, invalid UTF-8) and nesting past 1024 levels; but it reads an
-    integer wider than 64 bits as a float, which ``extra`` would then accept.
-    A block with a run of 20 digits anywhere (nanosecond times have 19) is
-    parsed by the standard parser instead, which keeps such an integer an int
-    for the checks to refuse.
+    :func:`~hyperframes.format.jsontext.parse_json`: orjson (~2.5x the
+    standard parser: 16 -> 6 us for a typical 2 KB block, a third of an open)
+    with the project's limits on numbers. ``typed``: :func:`decode_meta` checks
+    every container it reads, and free-form values go to ``check_json_value``.
     """
-    if _LONG_RUN not in data.translate(_DIGITS):
-        try:
-            return orjson.loads(data)
-        except orjson.JSONDecodeError as exc:
-            raise ValueError(f"metadata is not valid JSON: {exc}") from None
-    try:
-        return _STDLIB.decode(data.decode("utf-8"))
-    except RecursionError:
-        raise ValueError("metadata is nested too deeply to parse") from None
+    return parse_json(data, "metadata", typed=True)
 
 
 def _small_int(text: str, what: str) -> int:
     if not (0 < len(text) <= 20 and text.lstrip("-").isdigit()):
-        raise ValueError(f"{what}: {text!r:.30} is not an integer")
+        raise ValueError(f"{what}: {brief(text, 30)} is not an integer")
     return int(text)
 
 
@@ -206,6 +183,6 @@ def decode_meta(data: bytes, *, lazy: bool = False) -> Meta:
         if not isinstance(v, list) or not all(
             isinstance(x, int) and not isinstance(x, bool) and 0 <= x <= 0xFFFF for x in v
         ):
-            raise ValueError(f"metadata missing[{k!r:.30}] must be a list of stream ids")
+            raise ValueError(f"metadata missing[{brief(k, 30)}] must be a list of stream ids")
         missing[_small_int(k, "metadata missing window id")] = tuple(v)
     return Meta(streams, file, doc["window_ns"], missing)

@@ -19,9 +19,7 @@ from typing import Final
 __all__ = ["SUFFIX", "SegmentName", "segment_name", "parse_segment_name"]
 
 SUFFIX: Final = ".hf"
-_NAME_RE = re.compile(
-    r"^(?P<vehicle>.+)_(?P<stamp>\d{8}T\d{6})Z_(?P<seq>\d{6,})\.hf(?P<tmp>\.tmp)?$"
-)
+_NAME_RE = re.compile(r"(?P<vehicle>.+)_(?P<stamp>\d{8}T\d{6})Z_(?P<seq>\d{6,})\.hf(?P<tmp>\.tmp)?")
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,7 +42,7 @@ def segment_name(vehicle: str, start_ns: int, seq: int) -> str:
 
 def parse_segment_name(name: str) -> SegmentName | None:
     """The parts of ``name``, or ``None`` when it is not a segment file name."""
-    m = _NAME_RE.match(name)
+    m = _NAME_RE.fullmatch(name)
     if m is None:
         return None
     try:

@@ -16,6 +16,8 @@ from typing import Any
 
 import numpy as np
 
+from hyperframes.format.jsontext import MAX_JSON_DEPTH, brief, check_json_value
+
 __all__ = [
     "SensorKind",
     "TimestampSource",
@@ -120,55 +122,33 @@ def _is_int(v: object) -> bool:
 def _check_shape(sid: int, shape: object, itemsize: int) -> tuple[int, ...]:
     """A shape as a tuple of ints: 1..MAX_NDIM sizes > 0, at most one -1, bounded records."""
     if isinstance(shape, str | bytes) or not isinstance(shape, tuple | list):
-        raise ValueError(f"stream {sid}: shape must be a list of integers, got {shape!r:.40}")
+        raise ValueError(f"stream {sid}: shape must be a list of integers, got {brief(shape, 40)}")
     dims = []
     for d in shape:
         if not _is_int(d):
             break
         dims.append(int(d))
     if not 0 < len(dims) == len(shape) <= MAX_NDIM:
-        raise ValueError(f"stream {sid}: shape {list(shape)!r:.60} must be 1..{MAX_NDIM} integers")
+        raise ValueError(
+            f"stream {sid}: shape {brief(list(shape), 60)} must be 1..{MAX_NDIM} integers"
+        )
     if min(dims) < -1 or 0 in dims or dims.count(-1) > 1:
         raise ValueError(
-            f"stream {sid}: shape {list(dims)!r:.60} must hold positive sizes and at most one -1"
+            f"stream {sid}: shape {brief(list(dims), 60)} must hold positive sizes "
+            "and at most one -1"
         )
     record = itemsize
     for d in dims:
         if d != -1:
             record *= d
             if record > MAX_RECORD_BYTES:
-                raise ValueError(f"stream {sid}: shape {list(dims)!r:.60} makes records over 4 GiB")
+                raise ValueError(
+                    f"stream {sid}: shape {brief(list(dims), 60)} makes records over 4 GiB"
+                )
     return tuple(dims)
 
 
-MAX_JSON_DEPTH = 32  # nesting of free-form values ("extra"): deeper is refused
-_U64 = 1 << 64
-
-
-def check_json_value(value: dict[str, Any] | list[Any], what: str) -> None:
-    """Refuse (``ValueError``) what a reader refuses in a free-form value such as ``extra``.
-
-    Nesting deeper than MAX_JSON_DEPTH, non-finite floats (JSON has no NaN or
-    Infinity) and integers wider than 64 bits: writer and reader agree.
-    """
-    stack: list[tuple[dict[str, Any] | list[Any], int]] = [(value, 1)]
-    while stack:
-        container, depth = stack.pop()
-        values: Any = container.values() if type(container) is dict else container
-        for v in values:
-            t = type(v)
-            if t is dict or t is list:
-                if depth >= MAX_JSON_DEPTH:
-                    raise ValueError(f"{what} is nested deeper than {MAX_JSON_DEPTH} levels")
-                stack.append((v, depth + 1))
-            elif t is float:
-                if not math.isfinite(v):
-                    raise ValueError(f"{what} holds a number out of range")
-            elif t is int and not -_U64 < v < _U64:
-                raise ValueError(f"{what} holds an integer wider than 64 bits")
-
-
-_NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_./-]{0,127}$")
+_NAME_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_./-]{0,127}")
 _TEXT_MAX = 64  # encoding and codec names
 
 
@@ -198,44 +178,44 @@ class StreamInfo:
     def __post_init__(self) -> None:
         sid = self.id
         if not (_is_int(sid) and 0 <= sid <= 0xFFFF):
-            raise ValueError(f"stream id must be an integer 0..65535, got {sid!r:.40}")
+            raise ValueError(f"stream id must be an integer 0..65535, got {brief(sid, 40)}")
         if type(sid) is not int:
             sid = int(sid)
             object.__setattr__(self, "id", sid)
-        if not (type(self.name) is str and _NAME_RE.match(self.name)):
+        if not (type(self.name) is str and _NAME_RE.fullmatch(self.name)):
             raise ValueError(
-                f"stream {sid}: name {self.name!r:.140} must be 1-128 characters of "
+                f"stream {sid}: name {brief(self.name, 140)} must be 1-128 characters of "
                 "letters, digits, '_', '.', '/', '-'"
             )
         if type(self.kind) is not SensorKind:
             kind = _KINDS.get(self.kind) if isinstance(self.kind, str) else None
             if kind is None:
-                raise ValueError(f"stream {sid}: unknown sensor kind {self.kind!r:.40}")
+                raise ValueError(f"stream {sid}: unknown sensor kind {brief(self.kind, 40)}")
             object.__setattr__(self, "kind", kind)
         if type(self.timestamp_source) is not TimestampSource:
             source = self.timestamp_source
             known = _SOURCES.get(source) if isinstance(source, str) else None
             if known is None:
-                raise ValueError(f"stream {sid}: unknown timestamp source {source!r:.40}")
+                raise ValueError(f"stream {sid}: unknown timestamp source {brief(source, 40)}")
             object.__setattr__(self, "timestamp_source", known)
         if not (type(self.encoding) is str and 0 < len(self.encoding) <= _TEXT_MAX):
             raise ValueError(
                 f"stream {sid}: encoding must be a name of 1..{_TEXT_MAX} characters, "
-                f"got {self.encoding!r:.40}"
+                f"got {brief(self.encoding, 40)}"
             )
         codec = self.codec
         if codec is not None and not (type(codec) is str and 0 < len(codec) <= _TEXT_MAX):
             raise ValueError(
                 f"stream {sid}: codec must be a name of 1..{_TEXT_MAX} characters, "
-                f"got {codec!r:.40}"
+                f"got {brief(codec, 40)}"
             )
         level = self.level
         if level is not None and not (_is_int(level) and -_LEVEL_RANGE <= level < _LEVEL_RANGE):
-            raise ValueError(f"stream {sid}: level must be an integer, got {level!r:.40}")
+            raise ValueError(f"stream {sid}: level must be an integer, got {brief(level, 40)}")
         if type(self.shuffle) is not bool:
             raise ValueError(f"stream {sid}: shuffle must be true or false")
         if type(self.extra) is not dict and not isinstance(self.extra, dict):
-            raise ValueError(f"stream {sid}: extra must be a mapping, got {self.extra!r:.40}")
+            raise ValueError(f"stream {sid}: extra must be a mapping, got {brief(self.extra, 40)}")
         if self.extra:
             check_json_value(self.extra, f"stream {sid} extra")
         if self.dtype is None or self.shape is None:
@@ -247,7 +227,9 @@ class StreamInfo:
         itemsize = 1
         if self.dtype is not None:
             if type(self.dtype) is not str:
-                raise ValueError(f"stream {sid}: dtype must be a string, got {self.dtype!r:.40}")
+                raise ValueError(
+                    f"stream {sid}: dtype must be a string, got {brief(self.dtype, 40)}"
+                )
             try:
                 itemsize = _itemsize(self.dtype)
             except ValueError as exc:
@@ -264,7 +246,7 @@ class StreamInfo:
             except OverflowError:  # an integer too large for a float
                 ok = False
             if not ok:
-                raise ValueError(f"stream {sid}: rate_hz must be > 0, got {rate!r:.40}")
+                raise ValueError(f"stream {sid}: rate_hz must be > 0, got {brief(rate, 40)}")
         if self.shuffle and self.dtype is None:
             raise ValueError(
                 f"stream {sid}: shuffle needs a dtype (its item size is the shuffle width)"
@@ -395,7 +377,7 @@ _STREAM_SETTERS = tuple(StreamInfo.__dict__[f.name].__set__ for f in fields(Stre
 
 def _listlike(value: object) -> tuple[Any, ...]:
     if not isinstance(value, list):
-        raise ValueError(f"shape must be a list of integers, got {value!r:.40}")
+        raise ValueError(f"shape must be a list of integers, got {brief(value, 40)}")
     return tuple(value)
 
 
@@ -411,7 +393,7 @@ class FileMetadata:
 
     def __post_init__(self) -> None:
         if not isinstance(self.extra, dict):
-            raise ValueError(f"file metadata: extra must be a mapping, got {self.extra!r:.40}")
+            raise ValueError(f"file metadata: extra must be a mapping, got {brief(self.extra, 40)}")
         if self.extra:
             check_json_value(self.extra, "file metadata extra")
 
@@ -448,5 +430,5 @@ class FileMetadata:
 def _int_field(d: dict[str, Any], key: str) -> int:
     v = d.get(key, 0)
     if not _is_int(v) or not -(1 << 63) <= v < 1 << 64:
-        raise ValueError(f"file metadata: {key} must be an integer, got {v!r:.40}")
+        raise ValueError(f"file metadata: {key} must be an integer, got {brief(v, 40)}")
     return int(v)

@@ -7,9 +7,9 @@ import re
 
 __all__ = ["format_utc", "parse_range", "parse_time"]
 
-_SECONDS = re.compile(r"^\+?(\d+(\.\d*)?|\.\d+)s?$")
+_SECONDS = re.compile(r"\+?(\d+(\.\d*)?|\.\d+)s?")
 _NS_DIGITS = 13  # an integer this long is an absolute time in ns (after 1970-01-01 00:16:40)
-_UNIX = re.compile(r"^\d{10,12}(\.\d*)?$")  # Unix seconds: 2001-09-09 to year 33658
+_UNIX = re.compile(r"\d{10,12}(\.\d*)?")  # Unix seconds: 2001-09-09 to year 33658
 
 
 def parse_time(text: str, origin_ns: int) -> int:
@@ -25,9 +25,9 @@ def parse_time(text: str, origin_ns: int) -> int:
     t = text.strip()
     if t.isdigit() and len(t) >= _NS_DIGITS:
         return int(t)
-    if _UNIX.match(t):
+    if _UNIX.fullmatch(t):
         return _seconds_ns(t)
-    if _SECONDS.match(t):
+    if _SECONDS.fullmatch(t):
         return origin_ns + _seconds_ns(t.lstrip("+").rstrip("s"))
     try:
         when = dt.datetime.fromisoformat(t.replace("Z", "+00:00"))

@@ -322,8 +322,9 @@ def _open_dir(p: Path) -> int:
 def check_output(path: str | os.PathLike[str], overwrite: bool) -> Path:
     """``path`` as a Path; FileExistsError if it exists and ``overwrite`` is False."""
     out = Path(path)
-    if out.exists() and not overwrite:
-        raise FileExistsError(f"{out}: already exists (use --force to replace it)")
+    if os.path.lexists(out) and not overwrite:  # a dangling link counts: it would be replaced
+        what = "is a symbolic link" if out.is_symlink() else "already exists"
+        raise FileExistsError(f"{out}: {what} (use --force to replace it)")
     if out.is_dir():
         raise IsADirectoryError(f"{out}: is a directory")
     return out
@@ -334,11 +335,20 @@ def atomic_output(path: str | os.PathLike[str], overwrite: bool = False) -> Iter
     """Yields ``PATH.tmp`` to write; on success fsyncs it and renames it to ``PATH``.
 
     On any exception the ``.tmp`` is removed and ``PATH`` is left as it was,
-    so a failed run leaves no output.
+    so a failed run leaves no output. A ``PATH.tmp`` already there (another
+    run writing, or one that died) is not touched: ``FileExistsError`` unless
+    ``overwrite``, which removes it (a link is removed, never followed).
     """
     out = check_output(path, overwrite)
     tmp = out.with_name(out.name + ".tmp")
-    tmp.unlink(missing_ok=True)  # a link is removed, never followed
+    if os.path.lexists(tmp):
+        if not overwrite:
+            raise FileExistsError(
+                f"{tmp}: already exists (another run writing {out.name}, or one that died; "
+                "remove it or use --force)"
+            )
+        tmp.unlink()
+    os.close(create_new(tmp))  # the name is ours now; the caller writes through it
     try:
         yield tmp
         fd = os.open(tmp, os.O_RDONLY)

@@ -13,9 +13,9 @@ descriptor (its size and ``pread``) over an S3-compatible store:
   fetches a span that several reads then share (the datasets hold a
   sample's span, so a sample of many streams costs one request too).
 
-:func:`cached_path` instead downloads the whole object once into a local
-cache directory (atomically, checked against the store's size and ETag) for
-repeated passes over the same files, e.g. training epochs.
+:func:`hyperframes.storage.cache.cached_path` instead downloads the whole
+object once into a local cache directory, for repeated passes over the same
+files (training epochs).
 
 The store comes from the usual AWS settings: ``AWS_ENDPOINT_URL_S3`` or
 ``AWS_ENDPOINT_URL`` (plain HTTP only when it says ``http://``),
@@ -27,18 +27,22 @@ DataLoader forks its workers, and obstore's Rust runtime does not survive a
 fork (a forked worker hangs on its first request, even with a new store).
 :func:`store_for` gives obstore stores to code that never forks after using
 them (the converter's bucket batch, Ray tasks).
+
+Credentials never reach a message: :func:`redact_credentials` scrubs every
+error text made here (an endpoint URL may carry ``user:password@``), and
+:func:`guard_client_logging` keeps botocore from logging request headers (the
+session token) and endpoints at DEBUG when a command turns DEBUG on.
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
+import logging
 import os
 import re
 import threading
 from dataclasses import dataclass
 from datetime import timedelta
-from pathlib import Path
 from typing import Any, Final
 
 from hyperframes._install import install_hint
@@ -49,16 +53,20 @@ __all__ = [
     "split_s3_url",
     "RemoteFile",
     "RemoteError",
+    "UnexpectedObjectError",
     "StoreFailure",
+    "redact_credentials",
+    "guard_client_logging",
     "classify_error",
-    "cached_path",
+    "fail",
+    "client_for",
     "list_urls",
 ]
 
 TAIL_BYTES: Final = 1 << 20
 HEAD_BYTES: Final = 64 << 10
 _SCHEMES: Final = ("s3://",)
-_BUCKET_RE: Final = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
+_BUCKET_RE: Final = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
 #: error codes of wrong, expired or refused credentials (AWS and S3-compatible stores)
 AUTH_CODES: Final = frozenset(
     {
@@ -72,6 +80,15 @@ AUTH_CODES: Final = frozenset(
         "AuthorizationHeaderMalformed",
     }
 )
+# userinfo in a URL (``scheme://user:password@``, or a bare ``user:password@host`` at the
+# start), and the secrets of a presigned URL's query
+_USERINFO: Final = re.compile(r"(^|[a-zA-Z][a-zA-Z0-9+.-]*://)[^\s/@\"'<>]+@")
+_SIGNED: Final = re.compile(
+    r"((?:X-Amz-Security-Token|X-Amz-Signature|X-Amz-Credential)=)[^&\s\"']+"
+)
+#: the store clients' loggers; at DEBUG botocore logs each request's headers (the session
+#: token) and the endpoint with any credentials in it
+_CLIENT_LOGGERS: Final = ("botocore", "boto3", "s3transfer")
 _NOT_FOUND: Final = frozenset({"NoSuchKey", "404", "NotFound"})
 _BUSY: Final = frozenset({"SlowDown", "Throttling", "RequestTimeout"})
 _stores: dict[tuple[Any, ...], Any] = {}
@@ -81,9 +98,34 @@ _clients: dict[str | None, Any] = {}
 os.register_at_fork(after_in_child=_clients.clear)
 
 
+def redact_credentials(text: str) -> str:
+    """``text`` with the credentials of every URL in it replaced by ``***``: the userinfo
+    (``http://user:password@host`` -> ``http://***@host``) and a presigned URL's token,
+    signature and credential. Every endpoint or store error put in a message goes
+    through it."""
+    return _SIGNED.sub(r"\1***", _USERINFO.sub(r"\1***@", text))
+
+
+def guard_client_logging() -> None:
+    """Keep botocore, boto3 and s3transfer to warnings unless a level was set for them on
+    purpose.
+
+    Their DEBUG records carry each request's headers (``X-Amz-Security-Token``, the
+    session token) and the endpoint URL with any credentials in it; a command's
+    ``--log-level DEBUG`` or ``-v`` sets the root logger, which they would inherit.
+    (At INFO they say where credentials were found: noise in a one-line error.)
+    Called wherever this project makes a boto3 client.
+    """
+    for name in _CLIENT_LOGGERS:
+        logger = logging.getLogger(name)
+        if logger.level == logging.NOTSET:
+            logger.setLevel(logging.WARNING)
+
+
 def client_for(endpoint: str | None = None) -> Any:
     """This process's boto3 S3 client (for ``endpoint``, else the AWS settings' one)."""
     endpoint = endpoint or _endpoint()
+    guard_client_logging()
     with _lock:
         client = _clients.get(endpoint)
         if client is not None:
@@ -118,6 +160,10 @@ class RemoteError(HyperframesError):
         self.problem = problem
 
 
+class UnexpectedObjectError(RemoteError):
+    """An object does not start as the caller said it must: refused before its download."""
+
+
 def is_url(path: object) -> bool:
     """Whether ``path`` names an object in a store (``s3://...``) rather than a file."""
     return isinstance(path, str) and path.startswith(_SCHEMES)
@@ -133,7 +179,7 @@ def split_s3_url(url: str) -> tuple[str, str]:
     bucket, _, key = url[len("s3://") :].partition("/")
     if not bucket:
         raise ValueError(f"{url!r} names no bucket")
-    if not _BUCKET_RE.match(bucket) or ".." in bucket:
+    if not _BUCKET_RE.fullmatch(bucket) or ".." in bucket:
         raise ValueError(f"{bucket!r} is not a valid bucket name (3-63 of a-z, 0-9, '.', '-')")
     return bucket, key
 
@@ -154,15 +200,16 @@ class StoreFailure:
 
 
 def classify_error(exc: BaseException) -> StoreFailure:
-    """The :class:`StoreFailure` of a botocore exception (any other: ``network``)."""
-    text = str(exc).split("\n", 1)[0][:300]
+    """The :class:`StoreFailure` of a botocore exception (any other: ``network``); its
+    message never holds credentials (:func:`redact_credentials`)."""
+    text = redact_credentials(str(exc).split("\n", 1)[0][:300])
     response = getattr(exc, "response", None)
     if not isinstance(response, dict):  # BotoCoreError: connection, timeout, DNS, ...
         return StoreFailure("network", "", 0, text)
     err = response.get("Error", {})
     code = str(err.get("Code", ""))
     status = int(response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
-    message = str(err.get("Message", "") or text)
+    message = redact_credentials(str(err.get("Message", "") or text))
     if code == "NoSuchBucket":
         kind = "no-bucket"
     elif code in _NOT_FOUND or status == 404:
@@ -190,6 +237,7 @@ def store_for(bucket: str, **config: str) -> Any:
     distinct set gets its own store.
     """
     endpoint = _endpoint()
+    guard_client_logging()  # a profile's credentials come through boto3
     cache_key = (bucket, endpoint, *sorted(config.items()))
     with _lock:
         store = _stores.get(cache_key)
@@ -226,7 +274,7 @@ def store_for(bucket: str, **config: str) -> Any:
         return store
 
 
-def _fail(url: str, exc: BaseException) -> RemoteError:
+def fail(url: str, exc: BaseException) -> RemoteError:
     """A botocore error (every read here goes through boto3) as a :class:`RemoteError`."""
     f = classify_error(exc)
     if f.kind == "not-found":
@@ -235,7 +283,7 @@ def _fail(url: str, exc: BaseException) -> RemoteError:
         return RemoteError(url, "no such bucket")
     if f.kind == "auth":
         return RemoteError(url, f"access refused ({f.code or f.status}): check the credentials")
-    text = str(exc).split("\n", 1)[0][:300]
+    text = redact_credentials(str(exc).split("\n", 1)[0][:300])
     return RemoteError(url, f"the store failed: {text}")
 
 
@@ -267,7 +315,7 @@ class RemoteFile:
                                           Range=f"bytes=-{tail_bytes}")  # fmt: skip
             tail = got["Body"].read()
         except Exception as exc:  # botocore raises many kinds; all become RemoteError
-            raise _fail(url, exc) from None
+            raise fail(url, exc) from None
         self.stats.requests += 1
         self.stats.bytes += len(tail)
         total = str(got.get("ContentRange", "")).rpartition("/")[2]
@@ -289,7 +337,7 @@ class RemoteFile:
                                           Range=f"bytes={start}-{end - 1}")  # fmt: skip
             data: bytes = got["Body"].read()
         except Exception as exc:  # botocore raises many kinds; all become RemoteError
-            raise _fail(self.url, exc) from None
+            raise fail(self.url, exc) from None
         self.stats.requests += 1
         self.stats.bytes += len(data)
         return data
@@ -332,46 +380,6 @@ class RemoteFile:
         self._spans.clear()
 
 
-def cached_path(url: str, cache_dir: str | os.PathLike[str]) -> Path:
-    """A local copy of ``url`` in ``cache_dir``, downloaded once (atomically).
-
-    The copy is named by a hash of the URL and the object's ETag, so a changed
-    object is fetched again; one HEAD request checks that on every call.
-    """
-    bucket, key = split_s3_url(url)
-    client = client_for()
-    try:
-        meta = client.head_object(Bucket=bucket, Key=key)
-    except Exception as exc:  # botocore raises many kinds
-        raise _fail(url, exc) from None
-    size = int(meta["ContentLength"])
-    tag = hashlib.sha256(f"{url}\0{meta.get('ETag')}".encode()).hexdigest()[:32]
-    root = Path(cache_dir)
-    root.mkdir(parents=True, exist_ok=True)
-    final = root / f"{tag}-{Path(key).name}"
-    if final.is_file() and final.stat().st_size == size:
-        return final
-    tmp = root / f".{final.name}.{os.getpid()}.{threading.get_ident()}.part"
-    try:
-        body = client.get_object(Bucket=bucket, Key=key, IfMatch=meta["ETag"])["Body"]
-        with tmp.open("wb") as f:
-            for chunk in body.iter_chunks(1 << 20):
-                f.write(chunk)
-            f.flush()
-            os.fsync(f.fileno())
-        if tmp.stat().st_size != size:
-            raise RemoteError(url, f"downloaded {tmp.stat().st_size} bytes, the store says {size}")
-        tmp.replace(final)
-    except RemoteError:
-        raise
-    except Exception as exc:  # botocore raises many kinds
-        raise _fail(url, exc) from None
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            tmp.unlink()
-    return final
-
-
 def list_urls(pattern: str) -> list[str]:
     """The objects matching ``s3://bucket/prefix/*.hf`` (a glob in the last component), sorted."""
     import fnmatch  # noqa: PLC0415
@@ -387,7 +395,7 @@ def list_urls(pattern: str) -> list[str]:
         for page in pages.paginate(Bucket=bucket, Prefix=base, Delimiter="/"):
             names += [obj["Key"] for obj in page.get("Contents", [])]
     except Exception as exc:  # botocore raises many kinds
-        raise _fail(pattern, exc) from None
+        raise fail(pattern, exc) from None
     return sorted(
         f"s3://{bucket}/{n}"
         for n in names

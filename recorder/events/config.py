@@ -8,7 +8,13 @@
       post_s: 5                 # kept after it
       names:                    # per event name
         hard_brake: {pre_s: 25, post_s: 10}
-      log_max_mb: 16            # bound of DIR/events.jsonl
+      peers:                    # events over the wire (zmq, mqtt): any publisher may send them
+        max_pre_s: 25           # the most one may keep before it (default: the longest pre_s
+        max_post_s: 10          #   and post_s configured above and in rules); longer is cut
+        per_s: 20               # accepted per second on average (token bucket) ...
+        burst: 200              # ... and at once; more are dropped and counted
+      log_max_mb: 16            # bound of DIR/events.jsonl, in bytes ...
+      log_max_events: 20000     # ... and in events (both also bound the events held in memory)
       control_socket: /run/hyperframes/control.sock   # for `hyperframes mark`
       rules:
         - {name: hard_brake, stream: imu, field: 0, below: -6.0, for_ms: 100}
@@ -31,14 +37,35 @@ from hyperframes.events import EVENT_STREAM_ID, EVENT_STREAM_NAME, EventError, c
 from hyperframes.format.streams import StreamInfo
 from hyperframes.recorder.events.rules import Rule, StaleRule, ThresholdRule
 
-__all__ = ["EventsConfig", "DEFAULT_CONTROL_SOCKET", "parse_events", "check_event_streams"]
+__all__ = [
+    "EventsConfig",
+    "PeerLimits",
+    "DEFAULT_CONTROL_SOCKET",
+    "parse_events",
+    "check_event_streams",
+]
 
 DEFAULT_CONTROL_SOCKET: Final = Path("/run/hyperframes/control.sock")
 """In the unit's RuntimeDirectory (deploy/hyperframes-recorder.service)."""
 _MAX_S: Final = 86_400.0
-_KEYS = ("topic", "pre_s", "post_s", "names", "log_max_mb", "control_socket", "rules")
+_KEYS = ("topic", "pre_s", "post_s", "names", "peers", "log_max_mb", "log_max_events",
+         "control_socket", "rules")  # fmt: skip
+_PEER_KEYS = ("max_pre_s", "max_post_s", "per_s", "burst")
 _RULE_KEYS = ("name", "stream", "field", "below", "above", "for_ms", "stale_ms", "pre_s",
               "post_s")  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class PeerLimits:
+    """What an event from the wire may ask for: its window, and how many per second.
+
+    ``mark`` and the rules are not peers: they are bounded by the config alone.
+    """
+
+    max_pre_s: float = 10.0
+    max_post_s: float = 5.0
+    per_s: float = 20.0
+    burst: int = 200
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +79,8 @@ class EventsConfig:
     log_max_mb: float = 16.0
     control_socket: Path = DEFAULT_CONTROL_SOCKET
     rules: tuple[Rule, ...] = ()
+    peers: PeerLimits = field(default_factory=PeerLimits)
+    log_max_events: int = 20_000
 
     def window_for(self, name: str) -> tuple[float, float]:
         """``(pre_s, post_s)`` for an event named ``name`` that gives none of its own."""
@@ -68,6 +97,13 @@ class EventsConfig:
         pres = [self.pre_s, *(p for p, _ in self.names.values())]
         pres += [r.pre_s for r in self.rules]
         return max(pres)
+
+    @property
+    def longest_post_s(self) -> float:
+        """The longest post-roll any configured name, rule or the default asks for."""
+        posts = [self.post_s, *(p for _, p in self.names.values())]
+        posts += [r.post_s for r in self.rules]
+        return max(posts)
 
 
 _seconds = v.number(_MAX_S, zero_ok=True)
@@ -151,6 +187,14 @@ def parse_events(data: object, streams: Sequence[StreamInfo]) -> EventsConfig:
     by_name = {st.name: st for st in streams}
     raw_rules = v.listing(s.data["rules"], "events.rules") if s.has("rules") else []
     rules = tuple(_rule(d, i, by_name, s, names, pre, post) for i, d in enumerate(raw_rules))
+    longest = EventsConfig(pre_s=pre, post_s=post, names=names, rules=rules)
+    p = Section(s.section("peers"), "events.peers", _PEER_KEYS)
+    peers = PeerLimits(
+        max_pre_s=p.get("max_pre_s", _seconds, longest.longest_pre_s),
+        max_post_s=p.get("max_post_s", _seconds, longest.longest_post_s),
+        per_s=p.get("per_s", v.number(100_000), 20.0),
+        burst=p.get("burst", v.int_in(1, 1_000_000), 200),
+    )
     return EventsConfig(
         topic=s.get("topic", v.string, "events"),
         pre_s=pre,
@@ -159,6 +203,8 @@ def parse_events(data: object, streams: Sequence[StreamInfo]) -> EventsConfig:
         log_max_mb=s.get("log_max_mb", v.number(4096), 16.0),
         control_socket=s.get("control_socket", v.path, DEFAULT_CONTROL_SOCKET),
         rules=rules,
+        peers=peers,
+        log_max_events=s.get("log_max_events", v.int_in(1, 10_000_000), 20_000),
     )
 
 

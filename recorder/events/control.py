@@ -26,6 +26,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from hyperframes.format.jsontext import parse_json
 from hyperframes.recorder.errors import RecorderError
 
 __all__ = ["ControlServer", "NoRecorderError", "request"]
@@ -89,7 +90,7 @@ class ControlServer:
             try:
                 async with asyncio.timeout(5.0):
                     line = await reader.readline()
-                req = json.loads(line)
+                req = parse_json(line, "request", 65536)
                 if not isinstance(req, dict):
                     raise ValueError("a request is a JSON object")
                 reply = self._handler(req)

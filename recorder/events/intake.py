@@ -8,6 +8,14 @@ and queues them for the writer. Nothing it does can stop the recording: a
 malformed message is counted and logged (rate-limited), a full queue drops
 the event with a count.
 
+Events from the wire come from peers (anyone who may publish): they are
+bounded by ``events.peers`` (a token bucket drops what is over the rate; a
+window longer than ``max_pre_s``/``max_post_s`` is cut, counted), and one
+that arrives while the sensors' clock settles is judged against the anchor
+the frames held so far give, and one that comes before any frame waits (at
+most :data:`MAX_UNJUDGED` of them) until there is one: an event stamped in
+the year 2554 at start is quarantined like any other.
+
 :class:`EventStore` lives in the :class:`~hyperframes.recorder.daemon.SegmentSink` on the
 writer thread: it appends each event to the durable event log
 (:mod:`hyperframes.recorder.events.log`) as soon as it arrives, holds it until the window
@@ -23,6 +31,7 @@ import logging
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 from pathlib import Path
+from typing import Final
 
 from hyperframes.events import (
     EVENT_STREAM_ID,
@@ -35,16 +44,42 @@ from hyperframes.events import (
 from hyperframes.format.layout import FrameFlags
 from hyperframes.format.streams import TimestampSource
 from hyperframes.recorder.events.config import EventsConfig
-from hyperframes.recorder.events.log import EventLogWriter
+from hyperframes.recorder.events.log import PEER_SOURCES, EventLogWriter
 from hyperframes.recorder.events.retention import OnDisk, read_span
 from hyperframes.recorder.events.stats import EventStats
 from hyperframes.recorder.ingest.common import RateLimitedLog
 from hyperframes.recorder.ingest.wire import WireFlags, WireHeader
 from hyperframes.writer import WriteFrame
 
-__all__ = ["EventIntake", "EventStore"]
+__all__ = ["EventIntake", "EventStore", "TokenBucket", "MAX_UNJUDGED", "MAX_PENDING_BYTES"]
 
 _log = logging.getLogger(__name__)
+
+MAX_UNJUDGED: Final = 1000
+"""Peer events held until the first frame gives a clock; more are quarantined at once."""
+_PEER_INFO_PER_10S: Final = 20
+MAX_PENDING_BYTES: Final = 16 << 20
+"""Events (as stored) waiting for the window that holds their time; more are not held."""
+
+
+class TokenBucket:
+    """``per_s`` tokens a second, at most ``burst`` saved up; pure (time is passed in)."""
+
+    def __init__(self, per_s: float, burst: int) -> None:
+        self.per_s = per_s
+        self.burst = float(burst)
+        self._tokens = float(burst)
+        self._t: int | None = None
+
+    def take(self, now_ns: int) -> bool:
+        """Spend one token at ``now_ns`` (monotonic); False when none is left."""
+        if self._t is not None:
+            self._tokens = min(self.burst, self._tokens + (now_ns - self._t) * self.per_s / 1e9)
+        self._t = now_ns
+        if self._tokens < 1.0:
+            return False
+        self._tokens -= 1.0
+        return True
 
 
 class EventIntake:
@@ -74,6 +109,9 @@ class EventIntake:
         self._anchor = anchor
         self._max_jump = max_jump_ns
         self._log = RateLimitedLog(_log)
+        self._bucket = TokenBucket(config.peers.per_s, config.peers.burst)
+        self._unjudged: list[tuple[Event, int]] = []
+        self._info_since, self._info_lines, self._info_held = -(10**12), 0, 0
 
     def from_wire(self, header: WireHeader, body: memoryview, mono_ns: int, source: str) -> None:
         """An event message (header + JSON body) received over ``source`` (zmq, mqtt)."""
@@ -87,7 +125,40 @@ class EventIntake:
         except EventError as exc:
             self.malformed(source, str(exc))
             return
+        if not self._bucket.take(mono_ns):
+            self.stats.rate_limited += 1
+            self._log.warning(("events", "rate"), "peer events over events.peers (%g/s, burst "
+                              "%d): dropped %r from %s", self.config.peers.per_s,
+                              self.config.peers.burst, event.name, source)  # fmt: skip
+            return
+        peers = self.config.peers
+        if event.pre_s > peers.max_pre_s or event.post_s > peers.max_post_s:
+            self.stats.clamped += 1
+            self._log.warning(("events", "clamped"), "event %r from %s asks to keep -%g s/+%g s; "
+                              "cut to events.peers (-%g s/+%g s)", event.name, source,
+                              event.pre_s, event.post_s, peers.max_pre_s,
+                              peers.max_post_s)  # fmt: skip
+            event = replace(event, pre_s=min(event.pre_s, peers.max_pre_s),
+                            post_s=min(event.post_s, peers.max_post_s))  # fmt: skip
+        if self._max_jump > 0 and self._anchor() is None:  # no frame yet to judge it by
+            if len(self._unjudged) < MAX_UNJUDGED:
+                self._unjudged.append((event, mono_ns))
+                return
+            event = replace(event, quarantined=True)
         self.submit(event, mono_ns)
+
+    def release(self, final: bool = False) -> None:
+        """Judge and queue the peer events held for a first frame (all, when ``final``).
+
+        Called on every tick; ``final`` at the end of ingest, when what still
+        cannot be judged is quarantined.
+        """
+        if not self._unjudged or (self._anchor() is None and not final):
+            return
+        held, self._unjudged = self._unjudged, []
+        for event, mono_ns in held:
+            self.submit(event if self._anchor() is not None else replace(
+                event, quarantined=True), mono_ns, in_order=not final)  # fmt: skip
 
     def malformed(self, source: str, problem: str) -> None:
         """Count and log an event message that could not be accepted."""
@@ -102,28 +173,47 @@ class EventIntake:
     def accept(self, event: Event, mono_ns: int) -> Event:
         """Judge the clock of ``event``, count and log it; returns it as it will be stored."""
         anchor = self._anchor()
-        if anchor is not None and abs(event.t_ns - mono_ns - anchor) > self._max_jump:
+        if event.quarantined or (
+            anchor is not None and abs(event.t_ns - mono_ns - anchor) > self._max_jump
+        ):
             event = replace(event, quarantined=True)
             self.stats.quarantined += 1
-            self._log.warning(
-                ("events", "quarantined"), "event %r from %s at t=%d ns is %.1f s from the "
-                "sensors' clock: quarantined (logged, protects nothing)", event.name,
-                event.source, event.t_ns, (event.t_ns - mono_ns - anchor) / 1e9,
-            )  # fmt: skip
+            why = (
+                "the sensors' clock had not settled"
+                if anchor is None
+                else f"{(event.t_ns - mono_ns - anchor) / 1e9:.1f} s from the sensors' clock"
+            )
+            self._log.warning(("events", "quarantined"), "event %r from %s at t=%d ns: %s: "
+                              "quarantined (logged, protects nothing)", event.name,
+                              event.source, event.t_ns, why)  # fmt: skip
         self.stats.count(self.stats.received, event.source)
-        _log.info("event %s from %s at t=%d ns (keep -%g s / +%g s)%s", event.name,
-                  event.source, event.t_ns, event.pre_s, event.post_s,
-                  " QUARANTINED" if event.quarantined else "")  # fmt: skip
+        if event.source not in PEER_SOURCES or self._info_budget(mono_ns):
+            _log.info("event %s from %s at t=%d ns (keep -%g s / +%g s)%s", event.name,
+                      event.source, event.t_ns, event.pre_s, event.post_s,
+                      " QUARANTINED" if event.quarantined else "")  # fmt: skip
         return event
 
-    def submit(self, event: Event, mono_ns: int) -> Event:
+    def _info_budget(self, now_ns: int) -> bool:
+        """At most :data:`_PEER_INFO_PER_10S` peer-event lines per 10 s; the rest are counted."""
+        if now_ns - self._info_since > 10 * 10**9:
+            if self._info_held:
+                _log.info("%d more peer event(s) not logged one by one", self._info_held)
+            self._info_since, self._info_lines, self._info_held = now_ns, 0, 0
+        if self._info_lines < _PEER_INFO_PER_10S:
+            self._info_lines += 1
+            return True
+        self._info_held += 1
+        return False
+
+    def submit(self, event: Event, mono_ns: int, *, in_order: bool = True) -> Event:
         """:meth:`accept` ``event`` and queue it for the writer; returns it as queued.
 
-        A full queue drops it (counted in ``queue_full``, logged).
+        ``in_order``: through the ingest queue when it has room (not once
+        ingest has ended). A full queue drops it (counted in ``queue_full``, logged).
         """
         event = self.accept(event, mono_ns)
         try:
-            if not self.ingest(event):
+            if not (in_order and self.ingest(event)):
                 self.queue.put_nowait(event)
         except asyncio.QueueFull:
             self.stats.queue_full += 1
@@ -139,15 +229,31 @@ class EventStore:
         self.dir = directory
         self.config = config
         self.stats = stats
-        self.log = EventLogWriter(directory, config.log_max_bytes)
+        self.log = EventLogWriter(directory, config.log_max_bytes, config.log_max_events)
         self.pending: list[Event] = []
+        self._pending_bytes = 0
         self._unreadable: set[str] = set()
+        self._log = RateLimitedLog(_log)
 
     def add(self, event: Event, existing: Callable[[], Iterable[str]]) -> None:
-        """Log ``event`` durably now; it waits for the window that holds its time."""
+        """Log ``event`` durably now; it waits for the window that holds its time.
+
+        At most :data:`MAX_PENDING_BYTES` of events wait; past that an event is
+        logged (it protects what it should) but not written into a segment.
+        """
+        refused = self.log.refused
         if not self.log.append_event(event, existing):
             self.stats.log_errors += 1
+            self.stats.log_full += self.log.refused - refused
+        size = len(event.to_json())
+        if self._pending_bytes + size > MAX_PENDING_BYTES:
+            self.stats.pending_full += 1
+            self._log.warning(("events", "pending-full"), "%d bytes of events wait for their "
+                              "windows already: %r at t=%d ns is not written into a segment",
+                              self._pending_bytes, event.name, event.t_ns)  # fmt: skip
+            return
         self.pending.append(event)
+        self._pending_bytes += size
 
     def frames_for(self, start_ns: int, end_ns: int) -> list[WriteFrame]:
         """The pending events that go into window ``(start_ns, end_ns]``, as frames."""
@@ -157,11 +263,13 @@ class EventStore:
         if not take:
             return []
         self.pending = [e for e in self.pending if not (e.t_ns <= end_ns or e.quarantined)]
-        return [self._frame(e, start_ns) for e in take]
+        frames = [self._frame(e, start_ns) for e in take]
+        self._pending_bytes -= sum(len(e.to_json()) for e in take)
+        return frames
 
     def drain(self) -> list[Event]:
         """Every pending event (stamped after the last window), oldest first."""
-        out, self.pending = sorted(self.pending, key=lambda e: e.t_ns), []
+        out, self.pending, self._pending_bytes = sorted(self.pending, key=lambda e: e.t_ns), [], 0
         return out
 
     def frame_of(self, event: Event, window_start_ns: int) -> WriteFrame:

@@ -25,6 +25,14 @@ class EventStats:
     duplicates: int = 0
     quarantined: int = 0
     queue_full: int = 0
+    rate_limited: int = 0
+    """Peer events over ``events.peers`` per_s/burst, dropped."""
+    clamped: int = 0
+    """Peer events whose pre_s/post_s were cut to ``events.peers`` max_pre_s/max_post_s."""
+    log_full: int = 0
+    """Events the event log had no room for (after compaction): stored, not logged."""
+    pending_full: int = 0
+    """Events not held for their segment's event stream (the pending set was full)."""
     written: int = 0
     log_errors: int = 0
     protected_deleted: int = 0
@@ -66,6 +74,13 @@ def event_families(st: EventStats) -> Iterator[Any]:
         ("events_duplicate", "Event messages received twice (same seq and time).", st.duplicates),
         ("events_quarantined", "Events stamped far from the sensors' clock.", st.quarantined),
         ("events_queue_full", "Events dropped because the event queue was full.", st.queue_full),
+        ("events_rate_limited", "Peer events over events.peers per_s/burst, dropped.",
+         st.rate_limited),
+        ("events_clamped", "Peer events whose window was cut to events.peers.", st.clamped),
+        ("event_log_full", "Events the full event log could not take (stored, protect nothing).",
+         st.log_full),
+        ("events_pending_full", "Events not held for their window (pending set full).",
+         st.pending_full),
         ("events_written", "Events written into segments.", st.written),
         ("event_log_errors", "Event log appends that failed or were refused.", st.log_errors),
         ("protected_segments_deleted",

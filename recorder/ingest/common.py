@@ -69,7 +69,7 @@ class IngestFrame:
 
 
 class RateLimitedLog:
-    """Log a warning at most once per ``period_s`` per key; counts what it held back."""
+    """Log a line at most once per ``period_s`` per key; counts what it held back."""
 
     def __init__(self, logger: logging.Logger, period_s: float = 10.0) -> None:
         self._logger = logger
@@ -78,6 +78,10 @@ class RateLimitedLog:
 
     def warning(self, key: tuple[str, str], msg: str, *args: object) -> None:
         """Log ``msg`` for ``key`` unless it was logged less than ``period_s`` ago."""
+        self.log(logging.WARNING, key, msg, *args)
+
+    def log(self, level: int, key: tuple[str, str], msg: str, *args: object) -> None:
+        """Log ``msg`` at ``level`` for ``key``, at most once per ``period_s``."""
         now = time.monotonic()
         last, held = self._last.get(key, (-1e18, 0))
         if now - last < self._period:
@@ -85,7 +89,7 @@ class RateLimitedLog:
             return
         self._last[key] = (now, 0)
         suffix = f" (+{held} more since last report)" if held else ""
-        self._logger.warning(msg + suffix, *args)
+        self._logger.log(level, msg + suffix, *args)
 
 
 class EventReceiver(Protocol):

@@ -20,6 +20,11 @@ header, so libzmq disconnects a peer that announces a bigger message part
 before allocating it; a socket monitor counts such disconnects, and CURVE
 handshakes refused by the ZAP handler (:mod:`hyperframes.recorder.ingest.curve`), per socket in
 :attr:`RecorderStats.zmq_events <hyperframes.recorder.metrics.RecorderStats.zmq_events>`.
+Idle connections: a bound socket holds at most ``max_connections`` peers
+(:mod:`hyperframes.recorder.ingest.peers` shuts down the newest beyond, counted
+as ``over-limit``), and a peer that has not finished the ZMTP handshake within
+:data:`HANDSHAKE_IVL_MS` is dropped by libzmq. Every peer event is logged at
+most once per 10 s per socket and kind, with the count held back.
 """
 
 from __future__ import annotations
@@ -37,12 +42,13 @@ from zmq.utils.monitor import parse_monitor_message
 
 from hyperframes.recorder.config import StreamConfig, ZmqSocketConfig
 from hyperframes.recorder.errors import EndpointError
-from hyperframes.recorder.ingest.common import FrameRouter, IngestFrame
+from hyperframes.recorder.ingest.common import FrameRouter, IngestFrame, RateLimitedLog
 from hyperframes.recorder.ingest.curve import apply_curve_server
+from hyperframes.recorder.ingest.peers import PeerCap, parse_listener
 from hyperframes.recorder.ingest.wire import MAX_HEADER_SIZE
 from hyperframes.recorder.metrics import RecorderStats
 
-__all__ = ["ZmqSource"]
+__all__ = ["ZmqSource", "HANDSHAKE_IVL_MS"]
 
 _log = logging.getLogger(__name__)
 _BATCH = 256  # messages read per wake-up before yielding to the loop
@@ -52,6 +58,13 @@ _EVENTS: dict[int, str] = {  # monitor events counted, by the name counted under
     zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL: "handshake-failed",
     zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL: "handshake-failed",  # e.g. a plain peer, CURVE server
 }
+_WATCHED = sum(_EVENTS) | zmq.EVENT_ACCEPTED  # accepted: not counted, fed to the PeerCap
+_LOG_PERIOD_S = 10.0  # peer event lines: at most one per socket and kind in this time
+
+HANDSHAKE_IVL_MS = 5_000
+"""A peer that has not finished the ZMTP handshake in this time is dropped (libzmq's
+default is 30 s): a driver's takes milliseconds, CURVE's included; an idle
+connection holds a descriptor and a ``max_connections`` place until then."""
 
 
 class ZmqSource:
@@ -77,6 +90,8 @@ class ZmqSource:
         self._release: Callable[[], None] = lambda: None  # the CURVE ZAP handler's
         self._max_msg = max_payload + MAX_HEADER_SIZE
         self.endpoint: str | None = None  # the bound endpoint (the real port for tcp://*:0)
+        self.peers: PeerCap | None = None  # bound sockets: the cap on peer connections
+        self._peer_log = RateLimitedLog(_log, _LOG_PERIOD_S)
 
     @property
     def name(self) -> str:
@@ -90,6 +105,7 @@ class ZmqSource:
         sock.setsockopt(zmq.RCVHWM, c.rcvhwm)
         sock.setsockopt(zmq.LINGER, 0)
         sock.setsockopt(zmq.MAXMSGSIZE, self._max_msg)  # larger parts: the peer is cut off
+        sock.setsockopt(zmq.HANDSHAKE_IVL, HANDSHAKE_IVL_MS)
         if c.curve is not None:
             try:
                 self._release = apply_curve_server(sock, c.name, c.curve)
@@ -117,7 +133,9 @@ class ZmqSource:
             else:
                 what = f"cannot {'bind' if c.bind else 'connect'}: {exc.strerror}"
             raise EndpointError(c.name, c.endpoint, what) from None
-        self._monitor = sock.get_monitor_socket(sum(_EVENTS))
+        if c.bind:
+            self.peers = PeerCap(parse_listener(self.endpoint), c.max_connections)
+        self._monitor = sock.get_monitor_socket(_WATCHED)
         self._sock = sock
         self._raw = zmq.Socket.shadow(sock.underlying)
         _log.info("zmq %s: %s %s %s", c.name, c.socket, "bound" if c.bind else "connected to",
@@ -183,26 +201,55 @@ class ZmqSource:
             self._release = lambda: None
 
     async def _watch_events(self) -> None:
-        """Count the peer events of :data:`_EVENTS`; a refused or cut-off peer is logged."""
+        """Count the peer events of :data:`_EVENTS`, hold the cap; log them rate-limited."""
         mon = self._monitor
         if mon is None:
             return
         counts = self._stats.zmq_events.setdefault(self.name, {})
         while True:
             try:
-                msg = parse_monitor_message(await mon.recv_multipart())
+                parts = await mon.recv_multipart()
             except zmq.ZMQError:
                 return
-            what = _EVENTS.get(int(msg["event"]))
-            if what is None:
-                continue
-            counts[what] = counts.get(what, 0) + 1
-            if what != "disconnected":
-                _log.warning("zmq %s: %s: a peer's handshake was refused (%s)", self.name,
-                             what, msg.get("endpoint", b"").decode(errors="replace"))  # fmt: skip
-            else:
-                _log.info("zmq %s: a peer disconnected (also what a message part over %d "
-                          "bytes does)", self.name, self._max_msg)  # fmt: skip
+            self._peer_event(parts, counts)
+
+    def _peer_event(self, parts: list[bytes], counts: dict[str, int]) -> None:
+        """One monitor event: counted, fed to the cap, logged (rate-limited)."""
+        msg = parse_monitor_message(parts)
+        event, value = int(msg["event"]), int(msg["value"])
+        if event == zmq.EVENT_ACCEPTED:
+            self._accepted(value, counts)
+            return
+        what = _EVENTS.get(event)
+        if what is None:
+            return
+        counts[what] = counts.get(what, 0) + 1
+        if what != "disconnected":
+            self._peer_log.warning(
+                (self.name, what), "zmq %s: %s: a peer's handshake was refused (%s)",
+                self.name, what, msg.get("endpoint", b"").decode(errors="replace"),
+            )  # fmt: skip
+            return
+        if self.peers is not None:
+            self.peers.disconnected(value)
+        self._peer_log.log(
+            logging.INFO, (self.name, what), "zmq %s: a peer disconnected (also what a "
+            "message part over %d bytes does)", self.name, self._max_msg,
+        )  # fmt: skip
+
+    def _accepted(self, fd: int, counts: dict[str, int]) -> None:
+        """A peer connected on ``fd``: shut down the newest beyond ``max_connections``."""
+        cap = self.peers
+        if cap is None:
+            return
+        cut = cap.accepted(fd)
+        if cut:
+            counts["over-limit"] = counts.get("over-limit", 0) + cut
+            self._peer_log.warning(
+                (self.name, "over-limit"), "zmq %s: shut down %d peer connection(s) over "
+                "max_connections %d (the newest that had sent nothing, else the newest)",
+                self.name, cut, cap.max_connections,
+            )  # fmt: skip
 
     async def _read_batch(self, raw: zmq.Socket[bytes]) -> int:
         n = 0

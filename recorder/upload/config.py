@@ -28,7 +28,7 @@ from typing import Any, Final
 from hyperframes import _yamlconf as v
 from hyperframes._yamlconf import Section
 from hyperframes.errors import ConfigError
-from hyperframes.storage.objects import split_s3_url
+from hyperframes.storage.objects import redact_credentials, split_s3_url
 
 __all__ = ["UploadConfig", "S3Settings", "parse_upload"]
 
@@ -162,8 +162,9 @@ def _when(key: str, value: object) -> tuple[str, ...] | None:
 def _endpoint(key: str, value: object) -> str:
     text = v.string(key, value)
     if not text.startswith(("http://", "https://")):
+        shown = redact_credentials(text)[:80]
         raise ConfigError(
-            key, f"{text[:80]!r} must start with https:// (or http:// to allow plain text)"
+            key, f"{shown!r} must start with https:// (or http:// to allow plain text)"
         )
     return text
 

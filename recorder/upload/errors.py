@@ -15,7 +15,8 @@ REASONS: Final = (
     "no-bucket",  # the bucket does not exist: retried at the longest backoff
     "checksum-mismatch",  # what the store holds differs from the file: re-uploaded
     "conflict",  # another object/file already sits under the final name
-    "io",  # reading the segment or writing the destination failed locally
+    "io",  # writing the destination failed locally
+    "unreadable",  # the segment cannot be opened or read (a link, its mode): it waits alone
 )
 
 

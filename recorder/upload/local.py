@@ -90,7 +90,7 @@ class LocalDest:
                 job.pace(n)
                 chunk = os.pread(job.fd, n, off)
                 if len(chunk) != n:
-                    raise UploadError("io", f"{job.segment} shrank while uploading it")
+                    raise UploadError("unreadable", f"{job.segment} shrank while uploading it")
                 os.pwrite(fd, chunk, off)
                 off += n
             os.fsync(fd)

@@ -9,9 +9,9 @@ import datetime as dt
 import fnmatch
 import random
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-__all__ = ["Candidate", "object_key", "order", "backoff_s", "TokenBucket"]
+__all__ = ["Candidate", "object_key", "order", "backoff_s", "EntryBackoff", "TokenBucket"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +55,46 @@ def backoff_s(
     """
     ceiling = min(cap_s, base_s * 2.0 ** min(attempt, 62))
     return (rng or random).uniform(0.0, ceiling)
+
+
+@dataclass(slots=True)
+class EntryBackoff:
+    """Segments that cannot be read, each waiting on its own backoff while the others go.
+
+    The ``n``-th consecutive failure of one entry (from 0) waits uniformly in
+    ``[c/2, c]``, ``c = min(cap_s, base_s * 2**n)``: jittered, capped, and never
+    less than half, so an entry is tried (and its failure logged) once per
+    wait, not once per pass. The clock is passed in.
+    """
+
+    base_s: float
+    cap_s: float
+    _entries: dict[str, tuple[int, float]] = field(default_factory=dict)  # failures, until
+
+    def waiting(self, name: str, now: float) -> bool:
+        """Whether ``name`` is still in its backoff at ``now``."""
+        got = self._entries.get(name)
+        return got is not None and now < got[1]
+
+    def failed(self, name: str, now: float, rng: random.Random | None = None) -> float:
+        """Count a failure of ``name`` at ``now``; the seconds it waits from now."""
+        n = self._entries.get(name, (0, 0.0))[0]
+        ceiling = min(self.cap_s, self.base_s * 2.0 ** min(n, 62))
+        delay = (rng or random).uniform(ceiling / 2, ceiling)
+        self._entries[name] = (n + 1, now + delay)
+        return delay
+
+    def ok(self, name: str) -> None:
+        """``name`` was read: its backoff is over."""
+        self._entries.pop(name, None)
+
+    def keep(self, names: Collection[str]) -> None:
+        """Forget entries no longer there (uploaded, deleted)."""
+        for gone in self._entries.keys() - set(names):
+            del self._entries[gone]
+
+    def __len__(self) -> int:
+        return len(self._entries)
 
 
 class TokenBucket:

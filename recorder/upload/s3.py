@@ -29,7 +29,12 @@ from hyperframes.recorder.upload.dest import Job, mark_doc
 from hyperframes.recorder.upload.errors import UploadError
 from hyperframes.recorder.upload.marks import MarkStore
 from hyperframes.recorder.upload.sums import FileSums, PartSum, b64
-from hyperframes.storage.objects import classify_error, split_s3_url
+from hyperframes.storage.objects import (
+    classify_error,
+    guard_client_logging,
+    redact_credentials,
+    split_s3_url,
+)
 
 __all__ = ["S3Dest", "make_client"]
 
@@ -41,29 +46,36 @@ def make_client(settings: S3Settings) -> Any:
     """A boto3 S3 client: endpoint, region, profile and keys from ``settings``, else AWS's chain.
 
     The chain is boto3's own: ``AWS_ENDPOINT_URL``/``AWS_ENDPOINT_URL_S3``,
-    ``AWS_ACCESS_KEY_ID``..., ``AWS_PROFILE``, ``~/.aws``, instance roles.
+    ``AWS_ACCESS_KEY_ID``..., ``AWS_PROFILE``, ``~/.aws``, instance roles. botocore
+    does not log at DEBUG (:func:`~hyperframes.storage.objects.guard_client_logging`).
     """
     try:
         import boto3  # noqa: PLC0415 - optional extra
         from botocore.config import Config  # noqa: PLC0415
     except ImportError:
         raise UploadError("io", f"uploading to s3:// needs boto3: {_INSTALL}") from None
+    guard_client_logging()
     session = boto3.session.Session(profile_name=settings.profile)
-    return session.client(
-        "s3",
-        endpoint_url=settings.endpoint_url,
-        region_name=settings.region,
-        aws_access_key_id=settings.access_key_id,
-        aws_secret_access_key=settings.secret(),
-        config=Config(
-            # our own loop retries with backoff; boto3 retries a blip twice
-            retries={"max_attempts": 3, "mode": "standard"},
-            connect_timeout=10,
-            read_timeout=60,
-            request_checksum_calculation="when_required",
-            response_checksum_validation="when_required",
-        ),
+    secret = settings.secret()
+    config = Config(
+        # our own loop retries with backoff; boto3 retries a blip twice
+        retries={"max_attempts": 3, "mode": "standard"},
+        connect_timeout=10,
+        read_timeout=60,
+        request_checksum_calculation="when_required",
+        response_checksum_validation="when_required",
     )
+    try:
+        return session.client(
+            "s3",
+            endpoint_url=settings.endpoint_url,
+            region_name=settings.region,
+            aws_access_key_id=settings.access_key_id,
+            aws_secret_access_key=secret,
+            config=config,
+        )
+    except ValueError as exc:  # botocore refuses the endpoint URL
+        raise UploadError("io", redact_credentials(f"upload.endpoint_url: {exc}")) from None
 
 
 def _classify(exc: Exception, what: str) -> UploadError:
@@ -335,5 +347,5 @@ def _same(attrs: dict[str, Any], sums: FileSums, want: str) -> bool:
 def _read(job: Job, part: PartSum) -> bytes:
     data = os.pread(job.fd, part.size, part.offset)
     if len(data) != part.size:
-        raise UploadError("io", f"{job.segment} shrank while uploading it")
+        raise UploadError("unreadable", f"{job.segment} shrank while uploading it")
     return data

@@ -7,14 +7,22 @@ resumes or starts over. Consecutive failures back off exponentially with
 full jitter up to ``retry_max_s``; failures that retrying soon cannot fix
 (wrong credentials, a missing bucket) wait the longest at once, so a
 misconfigured box does not hammer its depot.
+
+An entry that cannot be opened or read (a link planted under a segment's
+name, a file this uid may not read, one that shrank) is no reason to stop:
+it is skipped, counted (``unreadable``), logged once per wait, and waits on
+its own backoff (:class:`~hyperframes.recorder.upload.plan.EntryBackoff`, from
+``scan_interval_s`` doubling to ``retry_max_s``) while the others go.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import os
 import random
+import stat
 import subprocess
 import sys
 import threading
@@ -32,7 +40,14 @@ from hyperframes.recorder.upload.config import UploadConfig
 from hyperframes.recorder.upload.dest import Destination, Job
 from hyperframes.recorder.upload.errors import UploadError
 from hyperframes.recorder.upload.marks import MarkStore
-from hyperframes.recorder.upload.plan import Candidate, TokenBucket, backoff_s, object_key, order
+from hyperframes.recorder.upload.plan import (
+    Candidate,
+    EntryBackoff,
+    TokenBucket,
+    backoff_s,
+    object_key,
+    order,
+)
 from hyperframes.recorder.upload.stats import UploadStats
 from hyperframes.recorder.upload.sums import file_sums
 from hyperframes.storage.local import fsync_dir
@@ -41,6 +56,8 @@ __all__ = ["UploadService", "make_destination", "protected_segments"]
 
 _log = logging.getLogger("hyperframes.recorder.upload")
 _WHEN_TIMEOUT_S = 30.0
+# no link followed; O_NONBLOCK: a FIFO put under a segment's name cannot hang the open
+_OPEN = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
 
 
 class _Stopping(Exception):
@@ -100,6 +117,7 @@ class UploadService:
         self._rng = rng or random.Random()
         self._failures = 0
         self._last_persistent = False
+        self._unreadable = EntryBackoff(upload.scan_interval_s, upload.retry_max_s)
         self.beat = time.monotonic()
         """Last sign of progress (for the watchdog thread)."""
         self._meter: TransferMeter | None = None
@@ -144,7 +162,7 @@ class UploadService:
             if name is None:  # pragma: no cover - list_segments parsed it already
                 continue
             try:
-                size = path.stat().st_size
+                size = path.lstat().st_size
             except FileNotFoundError:
                 continue
             found.append(Candidate(path.name, name.vehicle, name.start, name.seq, size))
@@ -180,23 +198,35 @@ class UploadService:
         self.stats.allowed = ok
         return ok
 
+    def _open(self, path: Path) -> int | None:
+        """The segment open for reading, None when it is gone; an :class:`UploadError`
+        (``unreadable``) when it cannot be opened or is not a regular file."""
+        try:
+            fd = os.open(path, _OPEN)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            why = "a symbolic link (not followed)" if exc.errno == errno.ELOOP else exc.strerror
+            raise UploadError("unreadable", f"{path}: {why or exc}") from None
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise UploadError("unreadable", f"{path}: not a regular file")
+        return fd
+
     def upload_one(self, c: Candidate) -> bool:
         """Upload, verify and mark one segment; ``False`` when it vanished first."""
         path = Path(self.cfg.output_dir) / c.name
-        try:
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
-        except FileNotFoundError:
+        fd = self._open(path)
+        if fd is None:
             self.stats.vanished += 1
             _log.warning("%s was deleted before its upload (disk policy?); skipped", c.name)
             return False
-        except OSError as exc:
-            raise UploadError("io", f"{path}: {exc.strerror or exc}") from None
         t0 = time.monotonic()
         try:
             try:
                 sums = file_sums(fd, self.up.part_bytes)
             except OSError as exc:
-                raise UploadError("io", f"{path}: {exc}") from None
+                raise UploadError("unreadable", f"{path}: {exc.strerror or exc}") from None
             key = object_key(self.prefix, c.vehicle, c.start, c.name)
             # a line redrawn on a terminal; in a log (the unit), one every 30 s
             self._meter = TransferMeter(f"uploading {c.name}", c.size, tty=sys.stderr.isatty(),
@@ -227,34 +257,59 @@ class UploadService:
                 self.stats.deleted_after_upload += 1
         return True
 
+    def _skip_unreadable(self, c: Candidate, exc: UploadError) -> None:
+        """Count an entry that cannot be read and start (or lengthen) its own backoff."""
+        delay = self._unreadable.failed(c.name, time.monotonic(), self._rng)
+        self.stats.failed(exc.reason, str(exc))
+        self.stats.unreadable_segments = len(self._unreadable)
+        _log.warning(
+            "cannot read %s, skipped (the others go on; next try in %.0f s): %s",
+            c.name,
+            delay,
+            exc,
+        )
+
     def run_once(self) -> int:
         """One pass over what is there; the number of segments that failed (0: all done).
 
-        A failure ends the pass (the link or the store is the likely cause, and
-        the next segment would fail the same way); the loop backs off.
+        A segment that cannot be read is skipped on its own backoff (module
+        docstring); any other failure ends the pass (the link or the store is
+        the likely cause, and the next segment would fail the same way); the
+        loop backs off.
         """
         pending = self.pending()
+        self._unreadable.keep([c.name for c in pending])
+        self.stats.unreadable_segments = len(self._unreadable)
         if pending and not self.allowed():
             return 0
+        skipped = 0
         for c in pending:
             if self._stop.is_set():
                 break
+            if self._unreadable.waiting(c.name, time.monotonic()):
+                continue
             try:
                 self.upload_one(c)
             except _Stopping:
                 _log.info("stopping in the middle of %s; it resumes at the next start", c.name)
                 break
             except UploadError as exc:
+                if exc.reason == "unreadable":
+                    self._skip_unreadable(c, exc)
+                    skipped += 1
+                    continue
                 self.stats.failed(exc.reason, str(exc))
                 log = _log.error if exc.persistent else _log.warning
                 log("upload of %s failed (%s): %s", c.name, exc.reason, exc)
                 self._failures += 1
                 self._last_persistent = exc.persistent
                 self.pending()
-                return 1
+                return skipped + 1
+            self._unreadable.ok(c.name)
             self._failures = 0
             self.pending()
-        return 0
+        self.stats.unreadable_segments = len(self._unreadable)
+        return skipped
 
     def next_delay(self) -> float:
         """How long to wait before the next pass."""

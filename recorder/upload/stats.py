@@ -32,6 +32,7 @@ class UploadStats:
     last_rate_bytes_s: float | None = None
     failures: dict[str, int] = field(default_factory=lambda: dict.fromkeys(REASONS, 0))
     vanished: int = 0  # segments deleted (disk policy) before their turn
+    unreadable_segments: int = 0  # segments that cannot be read, each in its own backoff now
     deleted_after_upload: int = 0
     allowed: bool = True  # the upload.when condition, last checked
     last_error: str | None = None
@@ -52,6 +53,8 @@ class UploadStats:
             parts.append(f"{_mb(self.last_rate_bytes_s)}/s")
         if not self.allowed:
             parts.append("waiting: upload.when says not now")
+        if self.unreadable_segments:
+            parts.append(f"{self.unreadable_segments} unreadable (skipped)")
         failed = sum(self.failures.values())
         if failed:
             parts.append(f"{failed} failures")
@@ -86,6 +89,11 @@ def collect(stats: UploadStats) -> Iterable[Any]:
         stats.oldest_pending_start,
     )
     yield gauge("allowed", "1 when upload.when allows uploading now.", int(stats.allowed))
+    yield gauge(
+        "unreadable_segments",
+        "Segments that cannot be read (a link, their mode), each waiting on its own backoff.",
+        stats.unreadable_segments,
+    )
     yield gauge(
         "last_rate_bytes_per_second", "Throughput of the last upload.", stats.last_rate_bytes_s
     )
