@@ -6,6 +6,9 @@ cd "$(dirname "$0")/.."
 extras="${1:-dev}"
 
 apt_packages=(mosquitto libsystemd-dev pkg-config gcc systemd ffmpeg)
+# Ceph RADOS Gateway, a real S3 server for the `ceph` tests (tests/s3_stores.py runs a one-node
+# cluster on loopback, no systemd): ~69 MB of packages, ~270 MB installed, ~30 s
+apt_packages+=(radosgw ceph-mon ceph-osd)
 # node and npm read MCAP exports as Foxglove Studio does (tests/test_mcap_foxglove_js.py installs
 # its npm packages on first use); only when missing, so a node that bundles npm is left alone
 command -v node >/dev/null 2>&1 || apt_packages+=(nodejs)

@@ -8,6 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+# S3 servers for the tests (moto, rclone serve s3, Ceph RGW): s3_servers (session), s3_store
+from s3_stores import s3_servers, s3_store  # noqa: F401
+
 from hyperframes import FileMetadata, SensorKind, StreamInfo
 from hyperframes.writer import HyperframeWriter
 
