@@ -47,6 +47,7 @@ __all__ = [
     "MAX_LOG_LINE",
     "EventError",
     "Event",
+    "RawJson",
     "SegmentSpan",
     "EventLog",
     "event_stream_info",
@@ -79,6 +80,19 @@ _TAG_RE = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
 _U64: Final = 1 << 64
 _MAX_WINDOW_S: Final = 86_400.0
 _KEYS = frozenset({"name", "tags", "payload", "pre_s", "post_s", "note"})
+
+
+class RawJson(bytes):
+    """A JSON value kept as its compact UTF-8 text, not as Python objects.
+
+    What the recorder holds an event's ``payload`` as (``parse_event_body(...,
+    raw_payload=True)``): a byte per byte of JSON, where parsed objects take up
+    to 24 (``[{}, {}, ...]``: a dict each), so the event log's byte bound is a
+    bound on memory too. :meth:`Event.to_json` and :func:`log_line` write it
+    as it is; :meth:`Event.to_dict` parses it back.
+    """
+
+    __slots__ = ()
 
 
 class EventError(HyperframesError, ValueError):
@@ -115,7 +129,16 @@ class Event:
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON object of this event (as stored in files and in the event log)."""
-        d: dict[str, Any] = {
+        d = self._fields()
+        if self.payload is not None:
+            d["payload"] = (parse_json(self.payload, "payload") if isinstance(self.payload, RawJson)
+                            else self.payload)  # fmt: skip
+        if self.quarantined:
+            d["quarantined"] = True
+        return d
+
+    def _fields(self) -> dict[str, Any]:
+        return {
             "t_ns": self.t_ns,
             "name": self.name,
             "pre_s": self.pre_s,
@@ -124,15 +147,22 @@ class Event:
             "source": self.source,
             "clock": self.clock,
         }
+
+    def to_json(self, head: Mapping[str, Any] | None = None) -> bytes:
+        """UTF-8 JSON, compact, keys in a fixed order (``head``'s keys first: the log's type).
+
+        A :class:`RawJson` payload is written as it is, never parsed.
+        """
+        d = {**(head or {}), **self._fields()}
+        if isinstance(self.payload, RawJson):
+            tail = b',"payload":' + self.payload + (b',"quarantined":true}' if self.quarantined
+                                                     else b"}")  # fmt: skip
+            return _dumps(d)[:-1] + tail
         if self.payload is not None:
             d["payload"] = self.payload
         if self.quarantined:
             d["quarantined"] = True
-        return d
-
-    def to_json(self) -> bytes:
-        """UTF-8 JSON, compact, keys in a fixed order."""
-        return _dumps(self.to_dict())
+        return _dumps(d)
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Event:
@@ -290,21 +320,27 @@ def parse_event_body(
     source: str,
     defaults: Mapping[str, tuple[float, float]] | None = None,
     default: tuple[float, float] = (0.0, 0.0),
+    raw_payload: bool = False,
 ) -> Event:
     """An event from a wire message's JSON body stamped ``t_ns`` (docs/INGEST.md, "Events").
 
     ``pre_s``/``post_s`` missing from the body come from ``defaults[name]``,
-    else ``default``. Raises :class:`EventError` naming what is wrong.
+    else ``default``. ``raw_payload``: the payload is kept as :class:`RawJson`
+    (the recorder: memory a byte per byte). Raises :class:`EventError` naming
+    what is wrong.
     """
     d = _check_fields(_load_object(body))
     pre, post = (defaults or {}).get(d["name"], default)
+    payload = d.get("payload")
+    if raw_payload and payload is not None:
+        payload = RawJson(_dumps(payload))
     event = Event(
         t_ns=t_ns,
         name=d["name"],
         pre_s=float(d.get("pre_s", pre)),
         post_s=float(d.get("post_s", post)),
         tags=d["tags"],
-        payload=d.get("payload"),
+        payload=payload,
         source=source,
         clock=clock,
     )
@@ -364,10 +400,8 @@ def parse_log_line(line: bytes | str) -> Event | SegmentSpan | None:
 def log_line(item: Event | SegmentSpan) -> bytes:
     """The event-log line (JSON, newline-terminated) of an event or a segment span."""
     if isinstance(item, Event):
-        d = {"type": "event", **item.to_dict()}
-    else:
-        d = {"type": "segment", "name": item.name, "start_ns": item.start_ns,
-             "end_ns": item.end_ns}  # fmt: skip
+        return item.to_json({"type": "event"}) + b"\n"
+    d = {"type": "segment", "name": item.name, "start_ns": item.start_ns, "end_ns": item.end_ns}
     return _dumps(d) + b"\n"
 
 

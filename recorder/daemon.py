@@ -700,7 +700,7 @@ class Recorder:
         try:
             event = parse_event_body(
                 json.dumps(body), time.time_ns(), clock="host", source="mark",
-                defaults=ev_cfg.names, default=(ev_cfg.pre_s, ev_cfg.post_s),
+                defaults=ev_cfg.names, default=(ev_cfg.pre_s, ev_cfg.post_s), raw_payload=True,
             )  # fmt: skip
         except (EventError, ValueError) as exc:
             self.stats.events.control_errors += 1

@@ -35,6 +35,7 @@ from hyperframes.events import (
     event_stream_info,
     log_line,
     parse_event_body,
+    parse_log_line,
     read_event_log,
     read_file_events,
 )
@@ -304,6 +305,30 @@ def test_the_event_log_and_the_events_in_memory_stay_within_their_bounds(
         len(flood) - 1
     )  # every event is either logged or counted as refused
     assert ev.written == len(flood)  # and every one is still in its segment
+
+
+def test_the_events_in_memory_cost_about_their_json_whatever_the_payload(tmp_path: Path) -> None:
+    """``[{}, {}, ...]`` is 3 bytes a dict in JSON and ~70 as Python objects: held as text."""
+    import tracemalloc
+
+    body = json.dumps({"name": "x", "payload": [{}] * 15_000}).encode()
+    raw = parse_event_body(body, 5, clock="host", source="zmq", raw_payload=True)
+    parsed = parse_event_body(body, 5, clock="host", source="zmq")
+    assert raw.to_json() == parsed.to_json() and log_line(raw) == log_line(parsed)
+    assert raw.to_dict() == parsed.to_dict() and parse_log_line(log_line(raw)) == parsed
+    cap = 512 << 10
+    w = EventLogWriter(tmp_path, cap, max_events=100_000)
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    n = 0
+    for i in range(12):  # parsed here, held by the log as text
+        n += w.append_event(parse_event_body(body, i, clock="host", source="mark",
+                                             raw_payload=True), lambda: ())  # fmt: skip
+    held = tracemalloc.get_traced_memory()[0] - before
+    tracemalloc.stop()
+    logged = (tmp_path / EVENT_LOG_NAME).stat().st_size
+    assert 5 < n < 12 and logged <= cap
+    assert held < 1.5 * logged, (held, logged)  # parsed, it would be ~24x
 
 
 def test_a_peer_flood_that_fills_its_half_of_the_log_leaves_room_for_mark(tmp_path: Path) -> None:

@@ -121,6 +121,7 @@ class EventIntake:
             event = parse_event_body(
                 body, header.timestamp_ns, clock=clock.value, source=source,
                 defaults=self.config.names, default=(self.config.pre_s, self.config.post_s),
+                raw_payload=True,  # held as its JSON text: memory a byte per byte
             )  # fmt: skip
         except EventError as exc:
             self.malformed(source, str(exc))
