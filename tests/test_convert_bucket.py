@@ -293,7 +293,8 @@ def test_a_converter_killed_mid_upload_leaves_no_final_key_and_the_next_run_fini
     try:
         deadline = time.monotonic() + 120
         staging = f"PUT /{s3.bucket}/conv/.staging/"
-        while not any(s.startswith(staging) for s in link.seen):
+        probe = f"{staging}.probe-"  # the store probe's scratch keys, before any conversion
+        while not any(s.startswith(staging) and not s.startswith(probe) for s in link.seen):
             assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
             assert time.monotonic() < deadline, link.seen
             time.sleep(0.05)

@@ -21,6 +21,10 @@ shared disk):
   (:mod:`hyperframes.converter.bucket.leases`); a name leased by another
   converter is deferred (in ``--watch``, retried on later scans), so two
   converters on one inbox convert each input once;
+- before anything else the batch probes the output's store
+  (:mod:`hyperframes.converter.bucket.probe`): how it takes conditional requests
+  decides how this batch and its tasks publish and lease, or stops the batch
+  with one line naming the setting to use;
 - each task converts on its worker's own disk and publishes through a
   staging key (:mod:`hyperframes.converter.bucket.task`); at start, and on
   every scan, the batch deletes staging keys whose owner no longer holds its
@@ -60,7 +64,8 @@ from hyperframes.converter.bucket.keys import (
 )
 from hyperframes.converter.bucket.leases import acquire
 from hyperframes.converter.bucket.ledger import BucketLedger
-from hyperframes.converter.bucket.store import Bucket, BucketError, as_url
+from hyperframes.converter.bucket.probe import PROBE_OWNER, PROBE_SWEEP_AFTER_S, store_modes
+from hyperframes.converter.bucket.store import Bucket, BucketError, StoreModes, as_url
 from hyperframes.converter.bucket.task import make_bucket_request, move_to_failed
 from hyperframes.converter.config import ConvertConfig
 from hyperframes.converter.errors import ConfigError
@@ -100,7 +105,9 @@ def sweep_staging_keys(bucket: Bucket, layout: Layout) -> list[str]:
 
     A staging key exists only while its owner holds the lease (it is deleted
     before the lease is released), so a key without its lease belongs to a
-    converter that died; a running peer's keys are left alone.
+    converter that died; a running peer's keys are left alone. A store probe's
+    scratch keys (:mod:`~hyperframes.converter.bucket.probe`) hold no lease: they
+    are left alone for an hour (a running probe takes well under a second).
     """
     removed = []
     now = time.time()
@@ -109,6 +116,8 @@ def sweep_staging_keys(bucket: Bucket, layout: Layout) -> list[str]:
         if parsed is None:
             continue
         owner, name = parsed
+        if owner.startswith(PROBE_OWNER) and now - obj.mtime < PROBE_SWEEP_AFTER_S:
+            continue
         got = bucket.get_json(layout.lease(name))
         if lease_state(got[0] if got else None, now, owner) == "mine":
             continue
@@ -160,16 +169,31 @@ class BucketInbox:
         self.run_id = f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(4)}"
         self.n = 0
         self.odd: set[str] = set()  # inbox keys the store cannot address, seen in a scan
+        self.modes: StoreModes | None = None  # the probe's, once the session started
+
+    def _bucket(self, name: str) -> Bucket:
+        """The output's bucket, the inbox's, or another of the same store (a named input)."""
+        if name == self.outb.name:
+            return self.outb
+        if self.inbox is not None and name == self.inbox[0].name:
+            return self.inbox[0]
+        return Bucket(name, self.modes)
 
     @contextlib.contextmanager
     def session(self) -> Iterator[Ledger]:
-        """The ledger (``OUT/ledger/``, or ``--ledger``: a prefix or a local file); the batch
-        holds nothing else (a lease per output name: :meth:`claim`)."""
+        """The store probe (:func:`~hyperframes.converter.bucket.probe.store_modes`: before
+        anything is converted or written, it picks the modes of every bucket of the batch,
+        or stops it), then the ledger (``OUT/ledger/``, or ``--ledger``: a prefix or a local
+        file); the batch holds nothing else (a lease per output name: :meth:`claim`)."""
         opts = self.opts
+        self.modes = store_modes(self.outb, self.layout, self.run_id)
+        self.outb.configure(self.modes)
+        if self.inbox is not None:
+            self.inbox[0].configure(self.modes)
         ledger: Ledger
         if opts.ledger and as_url(opts.ledger):
             lb, lp = _prefix(opts.ledger)
-            ledger = BucketLedger(self.outb if lb == self.outb.name else Bucket(lb), lp)
+            ledger = BucketLedger(self._bucket(lb), lp)
         elif opts.ledger:
             ledger = JsonLinesLedger(Path(opts.ledger))
         else:
@@ -180,8 +204,8 @@ class BucketInbox:
             ledger.close()
 
     def sweep(self) -> None:
-        """:func:`sweep_staging_keys` (the batch's first request: a wrong store or credentials
-        end it here)."""
+        """:func:`sweep_staging_keys` (after the store probe of :meth:`session`, whose first
+        request ends the batch on a wrong store, bucket or credentials)."""
         for url in sweep_staging_keys(self.outb, self.layout):
             log.info("removed the staging key of an interrupted conversion: %s", url)
 
@@ -208,8 +232,7 @@ class BucketInbox:
                         "reason": f"the key has {problem}: this converter cannot read it",
                     }
                     continue
-                bucket = self.outb if b == self.outb.name else Bucket(b)
-                obj = bucket.head(k)
+                obj = self._bucket(b).head(k)
                 if obj is None:
                     yield {
                         "input": url,
@@ -299,6 +322,7 @@ class BucketInbox:
             etag=item.etag,
             size=item.size,
             name=item.name,
+            store=self.modes,
         )
 
     def release(self, item: Item) -> None:

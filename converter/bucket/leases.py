@@ -8,6 +8,12 @@ holder was killed, or stalled longer than ``lease_s``). A lease only avoids
 duplicate work: the final key is protected on its own by the conditional
 copy, so a holder that lost its lease and still finishes can never replace
 an output.
+
+A renewal refused while the lease still names its holder is no other
+converter's doing: the store refused this holder's own ``If-Match`` (an ETag
+form it does not take, say). That is a :class:`LeaseRefusedError`: the task
+fails (the batch exits non-zero) and releases the lease, where a lease taken
+over by another converter is only ``deferred`` and left to its new holder.
 """
 
 from __future__ import annotations
@@ -21,9 +27,13 @@ from typing import Any
 from hyperframes.converter.bucket.keys import lease_doc, lease_state
 from hyperframes.converter.bucket.store import Bucket, BucketError, KeyExistsError, LeaseLostError
 
-__all__ = ["Lease", "acquire"]
+__all__ = ["Lease", "LeaseRefusedError", "acquire"]
 
 log = logging.getLogger(__name__)
+
+
+class LeaseRefusedError(LeaseLostError):
+    """The store refused this holder's own renewal: nobody else wrote the lease."""
 
 
 class Lease:
@@ -38,14 +48,15 @@ class Lease:
         self.doc = doc
         self.etag = etag
         self.lease_s = lease_s
-        self.lost: str | None = None
+        self.lost: LeaseLostError | None = None
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
 
     @classmethod
     def adopt(cls, bucket: Bucket, key: str, owner: str, lease_s: float) -> Lease:
-        """The lease ``owner`` was given (by the batch that submitted this task).
+        """The lease ``owner`` was given (by the batch that submitted this task), not renewed
+        yet: the caller renews it (:meth:`renew`) and releases it in any case.
 
         Raises :class:`LeaseLostError` when it is gone or another's. One that
         expired before the task started (a slow start) but was not taken over
@@ -56,12 +67,12 @@ class Lease:
             state = lease_state(got[0] if got else None, time.time(), owner)
             raise LeaseLostError(bucket.url(key), f"not held by this task ({state})")
         doc, etag = got
-        lease = cls(bucket, key, owner, doc, etag, lease_s)
-        lease.renew()
-        return lease
+        return cls(bucket, key, owner, doc, etag, lease_s)
 
     def renew(self) -> None:
-        """Extend the lease by ``lease_s`` (raises :class:`LeaseLostError` after a takeover).
+        """Extend the lease by ``lease_s``: :class:`LeaseLostError` after a takeover or a
+        removal, :class:`LeaseRefusedError` when the store refused it although the lease
+        is still this holder's.
 
         Renewals are serialized (the heartbeat and :meth:`check` share one
         ETag). A renewal refused although it was stored (a retried request
@@ -72,12 +83,27 @@ class Lease:
             doc = {**self.doc, "renewed": round(now, 3), "expires": round(now + self.lease_s, 3)}
             try:
                 self.etag = self.bucket.put_json(self.key, doc, if_etag=self.etag)
-            except LeaseLostError:
+            except LeaseLostError as exc:
                 got = self.bucket.get_json(self.key)
-                if got is None or got[0] != doc:
-                    raise
+                if got is None:
+                    why = "removed (by the batch that gave this task up, or by hand)"
+                    raise LeaseLostError(exc.url, why) from None
+                if got[0] != doc:
+                    raise self._lost(exc, got[0]) from None
                 self.etag = got[1]
             self.doc = doc
+
+    def _lost(self, exc: LeaseLostError, now: dict[str, Any]) -> LeaseLostError:
+        """Why a renewal was refused, by what the lease says now."""
+        holder = now.get("owner")
+        if holder != self.owner:
+            return LeaseLostError(exc.url, f"taken over by {holder} (it had expired)")
+        return LeaseRefusedError(
+            exc.url,
+            f"the store refused this converter's own renewal ({exc.problem}) although no other "
+            "converter wrote the lease: a store problem, not a second converter; the input is "
+            "left for the next run and the lease released",
+        )
 
     def start(self) -> Lease:
         """Renew in a daemon thread every ``lease_s / 4``."""
@@ -90,7 +116,7 @@ class Lease:
             try:
                 self.renew()
             except LeaseLostError as exc:
-                self.lost = str(exc)
+                self.lost = exc
                 log.warning("%s", exc)
                 return
             except BucketError as exc:  # the store failed: try again next time
@@ -99,7 +125,7 @@ class Lease:
     def check(self) -> None:
         """Raise :class:`LeaseLostError` when the lease was lost; else renew it now."""
         if self.lost is not None:
-            raise LeaseLostError(self.bucket.url(self.key), self.lost)
+            raise self.lost
         self.renew()
 
     def release(self) -> None:

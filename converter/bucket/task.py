@@ -36,19 +36,21 @@ import socket
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Final
 
 from hyperframes._structure import read_header
 from hyperframes.converter import __version__
 from hyperframes.converter.bucket.keys import Layout
-from hyperframes.converter.bucket.leases import Lease
+from hyperframes.converter.bucket.leases import Lease, LeaseRefusedError
 from hyperframes.converter.bucket.store import (
     CHANGED,
     Bucket,
     BucketError,
     KeyExistsError,
     LeaseLostError,
+    StoreModes,
 )
 from hyperframes.converter.config import ConvertConfig, parse_config
 from hyperframes.converter.convert import (
@@ -73,7 +75,9 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 #: Test-only fault injection: ``exit-after-staging:NAME`` makes the worker converting
-#: NAME exit abruptly right after its staging upload (a worker killed before the copy).
+#: NAME exit abruptly right after its staging upload (a worker killed before the copy);
+#: ``if-match:FORM`` makes the worker's lease renewals send ``If-Match`` in FORM
+#: (``quoted``, ``bare``, or ``stale``: an ETag the lease never had), whatever the probe found.
 BUCKET_FAULT_ENV: Final = "HYPERFRAMES_BUCKET_FAULT"
 
 
@@ -89,10 +93,12 @@ def make_bucket_request(
     size: int | None = None,
     encoder: str | None = None,
     name: str | None = None,
+    store: StoreModes | None = None,
 ) -> str:
     """The JSON request for :func:`run_bucket_task` (``inbox``: the input's inbox URL;
     ``etag``, ``size``: the object as listed; ``name``: the output's name below ``out``, by
-    default the input's last component)."""
+    default the input's last component; ``store``: how the batch's probe found the store
+    takes conditional requests, by default what the environment says)."""
     return json.dumps(
         {
             "kind": "bucket",
@@ -106,6 +112,7 @@ def make_bucket_request(
             "lease_s": lease_s,
             "config": config.to_dict(),
             "encoder": encoder,
+            "store": None if store is None else store.to_dict(),
         }
     )
 
@@ -192,6 +199,17 @@ def _inject_fault(name: str) -> None:
         os._exit(70)
 
 
+def _faulty_lease(lease: Lease) -> None:
+    """``if-match:FORM`` of :data:`BUCKET_FAULT_ENV`: renewals in that form (or stale)."""
+    kind, _, form = os.environ.get(BUCKET_FAULT_ENV, "").partition(":")
+    if kind != "if-match":
+        return
+    if form in ("quoted", "bare"):
+        lease.bucket.configure(replace(lease.bucket.modes, etag_put=form))
+    elif form == "stale":
+        lease.etag = '"00000000000000000000000000000000"'
+
+
 class _Job:
     """The state of one task (see the module docstring for the steps)."""
 
@@ -202,8 +220,9 @@ class _Job:
         self.source: str = req["input"]
         in_bucket, self.in_key = _bucket_and_prefix(self.source)
         out_bucket, out_prefix = _bucket_and_prefix(req["out"])
-        self.inb = Bucket(in_bucket)
-        self.outb = self.inb if out_bucket == in_bucket else Bucket(out_bucket)
+        modes = StoreModes.from_dict(req.get("store"))
+        self.inb = Bucket(in_bucket, modes)
+        self.outb = self.inb if out_bucket == in_bucket else Bucket(out_bucket, modes)
         inbox = req.get("inbox")
         self.layout = Layout(out_prefix, _bucket_and_prefix(inbox)[1] if inbox else None)
         self.name: str = req.get("name") or self.in_key.rpartition("/")[2]
@@ -326,7 +345,9 @@ class _Job:
 
 
 def _failed(outcome: dict[str, Any], exc: BaseException) -> None:
-    if isinstance(exc, LeaseLostError):
+    if isinstance(exc, LeaseRefusedError):  # this converter's own doing: a failure
+        outcome.update(status="failed", fault="converter", error=error_of(exc), reason=str(exc))
+    elif isinstance(exc, LeaseLostError):  # another converter has it now
         outcome.update(status="deferred", reason=f"lease lost: {exc}")
     elif (
         isinstance(exc, BucketError)
@@ -361,7 +382,10 @@ def run_bucket_task(request: str, progress: PhaseProgress | None = None) -> str:
         outcome["config_key"] = job.key
         lease = job.lease = Lease.adopt(
             job.outb, job.layout.lease(job.name), job.owner, float(req["lease_s"])
-        ).start()
+        )
+        _faulty_lease(lease)
+        lease.renew()
+        lease.start()
         job.run(outcome, progress)
     except Exception as exc:  # every application error becomes an outcome, never a retry
         _failed(outcome, exc)

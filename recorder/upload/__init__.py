@@ -4,8 +4,11 @@ A service beside the recorder (its own systemd unit) configured by the
 ``upload:`` section of the same vehicle YAML. Every finalized segment of the
 output directory goes, once, to ``s3://BUCKET/PREFIX`` (any S3-compatible
 endpoint) or a local/NFS directory under ``PREFIX/VEHICLE/YYYY-MM-DD/NAME.hf``;
-each upload is resumable and verified end to end (SHA-256 computed here,
-compared with what the store reports) before the segment is marked uploaded.
+each upload is resumable and proven end to end before the segment is marked
+uploaded: by the store's ETag (an MD5 form of the file, computed here), AWS
+S3's own SHA-256, or the object read back (:data:`~hyperframes.recorder.upload.dest.PROOFS`),
+never by a checksum a store merely repeats. One segment's failure never blocks
+the others (:mod:`~hyperframes.recorder.upload.service`).
 
 Modules: :mod:`~hyperframes.recorder.upload.config` (the YAML section),
 :mod:`~hyperframes.recorder.upload.plan` (pure: order, object keys, backoff, bandwidth),

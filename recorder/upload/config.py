@@ -10,6 +10,14 @@
       bandwidth_mb_s: 4                 # cap, MB/s (absent: no cap)
       when: [/usr/local/bin/depot-link-up]   # argv; exit 0 = uploading allowed now
       delete_after_upload: false
+      verify: auto                      # auto | reread | no-reread (s3:// only)
+
+``verify`` says what may prove that an object holds the segment's bytes
+(docs/OPERATIONS.md, Upload): ``auto`` takes the store's ETag (an MD5 form) or,
+on AWS S3 itself, its SHA-256, and reads the object back where neither proves
+it; ``reread`` always reads it back; ``no-reread`` never does (on a metered
+link a re-read costs one download of the object), and a segment nothing else
+proves waits, unmarked, as ``unverifiable``.
 
 Credentials come from the usual AWS chain (``AWS_ACCESS_KEY_ID`` and friends,
 a profile, an instance role). Keys in the YAML are accepted as
@@ -30,7 +38,7 @@ from hyperframes._yamlconf import Section
 from hyperframes.errors import ConfigError
 from hyperframes.storage.objects import redact_credentials, split_s3_url
 
-__all__ = ["UploadConfig", "S3Settings", "parse_upload"]
+__all__ = ["UploadConfig", "S3Settings", "parse_upload", "VERIFY_MODES"]
 
 _KEYS: Final = (
     "dest",
@@ -50,7 +58,9 @@ _KEYS: Final = (
     "scan_interval_s",
     "retry_max_s",
     "metrics",
+    "verify",
 )
+VERIFY_MODES: Final = ("auto", "reread", "no-reread")
 # S3 bucket naming rules (the subset every S3-compatible store accepts)
 _URL_RE = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 
@@ -104,6 +114,8 @@ class UploadConfig:
     retry_max_s: float = 300.0
     metrics_port: int | None = None
     metrics_host: str = "127.0.0.1"
+    verify: str = "auto"
+    """What proves an object: ``auto``, ``reread`` or ``no-reread`` (module docstring)."""
 
     @property
     def is_s3(self) -> bool:
@@ -181,6 +193,7 @@ def parse_upload(data: object) -> UploadConfig:
         "access_key_id",
         "secret_access_key",
         "secret_access_key_file",
+        "verify",
     ):
         if s.has(k) and not is_s3:
             raise ConfigError(s.key(k), "applies to s3:// destinations only")
@@ -227,4 +240,5 @@ def parse_upload(data: object) -> UploadConfig:
         retry_max_s=s.get("retry_max_s", v.number(86_400), 300.0),
         metrics_port=metrics_port,
         metrics_host=metrics_host,
+        verify=s.get("verify", v.choice(*VERIFY_MODES), "auto"),
     )

@@ -3,7 +3,7 @@
 The copy grows as ``KEY.part`` beside its final name; a restarted upload
 continues it once its bytes match the segment's. The final name is created
 with ``link()``, which never replaces an existing file; then the copy is read
-back and its SHA-256 compared with the segment's.
+back and its SHA-256 compared with the segment's (the proof ``reread-sha256``).
 """
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ class LocalDest:
         size = job.sums.size
         if os.path.lexists(final):
             if self._matches(final, job):
-                return mark_doc(job, str(final), found="already there")
+                return mark_doc(job, str(final), "reread-sha256", found="already there")
             raise UploadError("conflict", f"{final} exists and differs from {job.segment.name}")
         part = final.with_name(final.name + ".part")
         fd = os.open(part, os.O_RDWR | os.O_CREAT | _NOFOLLOW, 0o640)
@@ -108,7 +108,7 @@ class LocalDest:
         if not self._matches(final, job):
             final.unlink()
             raise UploadError("checksum-mismatch", f"{final} reads back different from the segment")
-        return mark_doc(job, str(final))
+        return mark_doc(job, str(final), "reread-sha256")
 
     @staticmethod
     def _matches(path: Path, job: Job) -> bool:

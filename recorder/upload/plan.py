@@ -59,39 +59,56 @@ def backoff_s(
 
 @dataclass(slots=True)
 class EntryBackoff:
-    """Segments that cannot be read, each waiting on its own backoff while the others go.
+    """Segments that failed alone (unreadable, a checksum mismatch, a conflict...), each
+    waiting on its own backoff while the others go.
 
     The ``n``-th consecutive failure of one entry (from 0) waits uniformly in
     ``[c/2, c]``, ``c = min(cap_s, base_s * 2**n)``: jittered, capped, and never
     less than half, so an entry is tried (and its failure logged) once per
-    wait, not once per pass. The clock is passed in.
+    wait, not once per pass; a ``longest`` failure (one that retrying soon cannot
+    fix) waits in ``[cap_s/2, cap_s]`` at once. The clock is passed in.
     """
 
     base_s: float
     cap_s: float
-    _entries: dict[str, tuple[int, float]] = field(default_factory=dict)  # failures, until
+    _entries: dict[str, tuple[int, float, str]] = field(default_factory=dict)  # n, until, why
 
     def waiting(self, name: str, now: float) -> bool:
         """Whether ``name`` is still in its backoff at ``now``."""
         got = self._entries.get(name)
         return got is not None and now < got[1]
 
-    def failed(self, name: str, now: float, rng: random.Random | None = None) -> float:
-        """Count a failure of ``name`` at ``now``; the seconds it waits from now."""
-        n = self._entries.get(name, (0, 0.0))[0]
-        ceiling = min(self.cap_s, self.base_s * 2.0 ** min(n, 62))
+    def failed(
+        self,
+        name: str,
+        now: float,
+        rng: random.Random | None = None,
+        *,
+        reason: str = "",
+        longest: bool = False,
+    ) -> float:
+        """Count a failure of ``name`` (for ``reason``) at ``now``; the seconds it waits."""
+        n = self._entries.get(name, (0, 0.0, ""))[0]
+        ceiling = self.cap_s if longest else min(self.cap_s, self.base_s * 2.0 ** min(n, 62))
         delay = (rng or random).uniform(ceiling / 2, ceiling)
-        self._entries[name] = (n + 1, now + delay)
+        self._entries[name] = (n + 1, now + delay, reason)
         return delay
 
     def ok(self, name: str) -> None:
-        """``name`` was read: its backoff is over."""
+        """``name`` went through: its backoff is over."""
         self._entries.pop(name, None)
 
     def keep(self, names: Collection[str]) -> None:
         """Forget entries no longer there (uploaded, deleted)."""
         for gone in self._entries.keys() - set(names):
             del self._entries[gone]
+
+    def reasons(self) -> dict[str, int]:
+        """How many entries wait, by the reason of their last failure."""
+        out: dict[str, int] = {}
+        for _, _, why in self._entries.values():
+            out[why] = out.get(why, 0) + 1
+        return out
 
     def __len__(self) -> int:
         return len(self._entries)

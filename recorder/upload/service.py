@@ -2,17 +2,25 @@
 
 Runs in the foreground (``hyperframes upload``, the ``hyperframes-upload``
 unit) or once (``--once``). Nothing is lost on any failure: a segment stays
-where it is, unmarked, until its upload has been verified; the next attempt
-resumes or starts over. Consecutive failures back off exponentially with
-full jitter up to ``retry_max_s``; failures that retrying soon cannot fix
-(wrong credentials, a missing bucket) wait the longest at once, so a
-misconfigured box does not hammer its depot.
+where it is, unmarked, until its upload has been proven (the mark names the
+proof, one of :data:`~hyperframes.recorder.upload.dest.PROOFS`), and only a
+marked segment is deleted (``delete_after_upload``); the next attempt resumes
+or starts over.
 
-An entry that cannot be opened or read (a link planted under a segment's
-name, a file this uid may not read, one that shrank) is no reason to stop:
-it is skipped, counted (``unreadable``), logged once per wait, and waits on
-its own backoff (:class:`~hyperframes.recorder.upload.plan.EntryBackoff`, from
-``scan_interval_s`` doubling to ``retry_max_s``) while the others go.
+One segment's failure never blocks the others: an entry that cannot be
+opened or read (a link planted under a segment's name, a file this uid may
+not read, one that shrank), a body the store refused or a proof disproved
+(``checksum-mismatch``), another object under its key (``conflict``), one
+nothing proves (``unverifiable``), another refusal of its requests
+(``refused``): it is skipped, counted, logged once per wait, and waits on its
+own backoff (:class:`~hyperframes.recorder.upload.plan.EntryBackoff`, from
+``scan_interval_s`` doubling to ``retry_max_s``; a conflict at once the
+longest) while the pass goes on. Only failures of the link or the store
+(network, 5xx, credentials, a missing bucket; two refusals in a row) end the
+pass: consecutive ones back off exponentially with full jitter up to
+``retry_max_s``, and those that retrying soon cannot fix (credentials, a
+missing bucket) wait the longest at once, so a misconfigured box does not
+hammer its depot.
 """
 
 from __future__ import annotations
@@ -27,6 +35,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +46,7 @@ from hyperframes.recorder.config import VehicleConfig
 from hyperframes.recorder.events.retention import protected_names
 from hyperframes.recorder.segments import list_segments, parse_segment_name
 from hyperframes.recorder.upload.config import UploadConfig
-from hyperframes.recorder.upload.dest import Destination, Job
+from hyperframes.recorder.upload.dest import PROOFS, Destination, Job
 from hyperframes.recorder.upload.errors import UploadError
 from hyperframes.recorder.upload.marks import MarkStore
 from hyperframes.recorder.upload.plan import (
@@ -69,7 +78,7 @@ def make_destination(up: UploadConfig, marks: MarkStore) -> tuple[Destination, s
     if up.is_s3:
         from hyperframes.recorder.upload.s3 import S3Dest  # noqa: PLC0415 - boto3 only for s3://
 
-        dest = S3Dest(up.dest, up.s3, marks, up.part_bytes)
+        dest = S3Dest(up.dest, up.s3, marks, up.part_bytes, verify=up.verify)
         return dest, dest.prefix
     from hyperframes.recorder.upload.local import LocalDest  # noqa: PLC0415
 
@@ -89,7 +98,11 @@ def protected_segments(output_dir: Path) -> set[str]:
 
 
 class UploadService:
-    """Uploads the finalized segments of one vehicle's output directory."""
+    """Uploads the finalized segments of one vehicle's output directory.
+
+    ``clock`` (monotonic seconds) times each segment's own backoff; tests play the loop on
+    a fake one.
+    """
 
     progress_log_s: float = 30.0
     """Off a terminal, a segment still uploading is logged this often."""
@@ -102,6 +115,7 @@ class UploadService:
         dest: Destination | None = None,
         stats: UploadStats | None = None,
         rng: random.Random | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.cfg = cfg
         self.up = upload
@@ -117,7 +131,9 @@ class UploadService:
         self._rng = rng or random.Random()
         self._failures = 0
         self._last_persistent = False
-        self._unreadable = EntryBackoff(upload.scan_interval_s, upload.retry_max_s)
+        self._held = EntryBackoff(upload.scan_interval_s, upload.retry_max_s)
+        """Segments that failed alone, each on its own backoff (on ``clock``)."""
+        self._clock = clock
         self.beat = time.monotonic()
         """Last sign of progress (for the watchdog thread)."""
         self._meter: TransferMeter | None = None
@@ -133,14 +149,24 @@ class UploadService:
         """Whether :meth:`stop` was called."""
         return self._stop.is_set()
 
-    def _pace(self, n: int) -> None:
+    def _take(self, n: int) -> float:
+        """Wait for ``n`` bytes' worth of the bandwidth cap (``_Stopping`` when asked to stop)."""
         if self._stop.is_set():
             raise _Stopping()
         delay = self._bucket.delay(n, time.monotonic())
         if delay > 0 and self._stop.wait(delay):
             raise _Stopping()
-        self.stats.sent_bytes += n
         self.beat = now = time.monotonic()
+        return now
+
+    def _pace_in(self, n: int) -> None:
+        """Before reading ``n`` bytes back from the store: the same cap, counted apart."""
+        self._take(n)
+        self.stats.read_back_bytes += n
+
+    def _pace(self, n: int) -> None:
+        now = self._take(n)
+        self.stats.sent_bytes += n
         meter = self._meter
         if meter is not None:
             line = meter.update(meter.done + n, now)
@@ -231,24 +257,27 @@ class UploadService:
             # a line redrawn on a terminal; in a log (the unit), one every 30 s
             self._meter = TransferMeter(f"uploading {c.name}", c.size, tty=sys.stderr.isatty(),
                                         log_every_s=self.progress_log_s)  # fmt: skip
-            doc = self.dest.upload(Job(path, fd, sums, key, self._pace))
+            doc = self.dest.upload(Job(path, fd, sums, key, self._pace, self._pace_in))
         finally:
             os.close(fd)
             if self._meter is not None and self._meter.tty and self._meter.done:
                 progress_done()
             self._meter = None
+        if doc.get("verified") not in PROOFS:  # every destination proves what it hands back
+            raise UploadError("unverifiable", f"{doc.get('url')}: no proof of {c.name}")
         self.marks.mark_uploaded(c.name, doc)
         took = max(time.monotonic() - t0, 1e-6)
         self.stats.uploaded_segments += 1
         self.stats.uploaded_bytes += c.size
         self.stats.last_rate_bytes_s = c.size / took
         _log.info(
-            "uploaded %s (%.1f MB in %.1f s) to %s, verified (%s)",
+            "uploaded %s (%.1f MB in %.1f s) to %s, verified (%s)%s",
             c.name,
             c.size / 1e6,
             took,
             doc["url"],
-            doc.get("verified") or doc.get("found") or "sha256",
+            doc["verified"],
+            f", {doc['found']}" if doc.get("found") else "",
         )
         if self.up.delete_after_upload:
             with contextlib.suppress(FileNotFoundError):
@@ -257,36 +286,40 @@ class UploadService:
                 self.stats.deleted_after_upload += 1
         return True
 
-    def _skip_unreadable(self, c: Candidate, exc: UploadError) -> None:
-        """Count an entry that cannot be read and start (or lengthen) its own backoff."""
-        delay = self._unreadable.failed(c.name, time.monotonic(), self._rng)
-        self.stats.failed(exc.reason, str(exc))
-        self.stats.unreadable_segments = len(self._unreadable)
-        _log.warning(
-            "cannot read %s, skipped (the others go on; next try in %.0f s): %s",
-            c.name,
-            delay,
-            exc,
+    def _hold(self, c: Candidate, exc: UploadError) -> None:
+        """Count a failure of this segment alone and start (or lengthen) its own backoff."""
+        delay = self._held.failed(
+            c.name, self._clock(), self._rng, reason=exc.reason, longest=exc.persistent
         )
+        self.stats.failed(exc.reason, str(exc))
+        self._held_stats()
+        log = _log.error if exc.persistent else _log.warning
+        what = "cannot read" if exc.reason == "unreadable" else f"upload failed ({exc.reason}):"
+        log("%s %s, skipped (the others go on; next try in %.0f s): %s",
+            what, c.name, delay, exc)  # fmt: skip
+
+    def _held_stats(self) -> None:
+        held = self._held.reasons()
+        self.stats.held = held
+        self.stats.unreadable_segments = held.get("unreadable", 0)
 
     def run_once(self) -> int:
         """One pass over what is there; the number of segments that failed (0: all done).
 
-        A segment that cannot be read is skipped on its own backoff (module
-        docstring); any other failure ends the pass (the link or the store is
-        the likely cause, and the next segment would fail the same way); the
-        loop backs off.
+        A segment that fails alone waits on its own backoff and the pass goes on
+        (module docstring); a failure of the link or the store ends the pass (the
+        next segment would fail the same way), and the loop backs off.
         """
         pending = self.pending()
-        self._unreadable.keep([c.name for c in pending])
-        self.stats.unreadable_segments = len(self._unreadable)
+        self._held.keep([c.name for c in pending])
+        self._held_stats()
         if pending and not self.allowed():
             return 0
-        skipped = 0
+        failed = refused = 0
         for c in pending:
             if self._stop.is_set():
                 break
-            if self._unreadable.waiting(c.name, time.monotonic()):
+            if self._held.waiting(c.name, self._clock()):
                 continue
             try:
                 self.upload_one(c)
@@ -294,22 +327,29 @@ class UploadService:
                 _log.info("stopping in the middle of %s; it resumes at the next start", c.name)
                 break
             except UploadError as exc:
-                if exc.reason == "unreadable":
-                    self._skip_unreadable(c, exc)
-                    skipped += 1
-                    continue
-                self.stats.failed(exc.reason, str(exc))
-                log = _log.error if exc.persistent else _log.warning
-                log("upload of %s failed (%s): %s", c.name, exc.reason, exc)
-                self._failures += 1
-                self._last_persistent = exc.persistent
+                failed += 1
+                if exc.per_segment:
+                    self._hold(c, exc)
+                    refused = refused + 1 if exc.reason == "refused" else 0
+                    if refused < 2:
+                        continue
+                    # two segments in a row refused: the store refuses the requests themselves
+                    _log.warning("two segments in a row refused: ending this pass")
+                    self._failures += 1
+                    self._last_persistent = False
+                else:
+                    self.stats.failed(exc.reason, str(exc))
+                    log = _log.error if exc.persistent else _log.warning
+                    log("upload of %s failed (%s): %s", c.name, exc.reason, exc)
+                    self._failures += 1
+                    self._last_persistent = exc.persistent
                 self.pending()
-                return skipped + 1
-            self._unreadable.ok(c.name)
-            self._failures = 0
+                return failed
+            self._held.ok(c.name)
+            self._failures = refused = 0
             self.pending()
-        self.stats.unreadable_segments = len(self._unreadable)
-        return skipped
+        self._held_stats()
+        return failed
 
     def next_delay(self) -> float:
         """How long to wait before the next pass."""

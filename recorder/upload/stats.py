@@ -29,10 +29,12 @@ class UploadStats:
     uploaded_segments: int = 0
     uploaded_bytes: int = 0
     sent_bytes: int = 0  # bytes sent (a resumed or repeated upload counts what it sent again)
+    read_back_bytes: int = 0  # bytes read back from the store to prove an upload (re-reads)
     last_rate_bytes_s: float | None = None
     failures: dict[str, int] = field(default_factory=lambda: dict.fromkeys(REASONS, 0))
     vanished: int = 0  # segments deleted (disk policy) before their turn
     unreadable_segments: int = 0  # segments that cannot be read, each in its own backoff now
+    held: dict[str, int] = field(default_factory=dict)  # segments on their own backoff, by reason
     deleted_after_upload: int = 0
     allowed: bool = True  # the upload.when condition, last checked
     last_error: str | None = None
@@ -55,6 +57,10 @@ class UploadStats:
             parts.append("waiting: upload.when says not now")
         if self.unreadable_segments:
             parts.append(f"{self.unreadable_segments} unreadable (skipped)")
+        others = {r: n for r, n in sorted(self.held.items()) if r != "unreadable" and n}
+        if others:
+            why = ", ".join(f"{n} {r}" for r, n in others.items())
+            parts.append(f"{sum(others.values())} held back ({why})")
         failed = sum(self.failures.values())
         if failed:
             parts.append(f"{failed} failures")
@@ -94,12 +100,23 @@ def collect(stats: UploadStats) -> Iterable[Any]:
         "Segments that cannot be read (a link, their mode), each waiting on its own backoff.",
         stats.unreadable_segments,
     )
+    held = GaugeMetricFamily(
+        "hyperframes_upload_held_segments",
+        "Segments that failed alone, each waiting on its own backoff, by reason.",
+        labels=["reason"],
+    )
+    for reason in REASONS:
+        held.add_metric([reason], float(stats.held.get(reason, 0)))
+    yield held
     yield gauge(
         "last_rate_bytes_per_second", "Throughput of the last upload.", stats.last_rate_bytes_s
     )
     yield counter("segments", "Segments uploaded and verified.", stats.uploaded_segments)
     yield counter("bytes", "Bytes of segments uploaded and verified.", stats.uploaded_bytes)
     yield counter("sent_bytes", "Bytes sent, repeats included.", stats.sent_bytes)
+    yield counter(
+        "read_back_bytes", "Bytes read back from the store to prove uploads.", stats.read_back_bytes
+    )
     yield counter("vanished_segments", "Segments deleted before their upload.", stats.vanished)
     yield counter(
         "deleted_segments", "Segments deleted after a verified upload.", stats.deleted_after_upload
