@@ -74,22 +74,43 @@ def _export(args: argparse.Namespace) -> int:
     return 0
 
 
+def _import_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The options ``import`` passes to both importers (MCAP and ROS 2 bags)."""
+    return {
+        "window_ns": round(args.window_ms * 1e6) if args.window_ms is not None else None,
+        "mapping": parse_mapping(args.map),
+        "include_all": args.all_topics,
+        "time_source": args.time,
+        "max_delay_ns": round(args.max_delay_ms * 1e6),
+        "overwrite": args.force,
+    }
+
+
+def _is_rosbag(path: Path) -> bool:
+    """A rosbag2 directory, a ``.db3`` file, or an MCAP file whose profile is ``ros2``."""
+    if path.is_dir() or path.suffix == ".db3":
+        return True
+    from hyperframes.ros.probe import is_ros2_mcap  # noqa: PLC0415
+
+    return path.is_file() and is_ros2_mcap(path)
+
+
+def _import_bag(args: argparse.Namespace) -> int:
+    from hyperframes.ros import import_bag  # noqa: PLC0415 - MissingExtraError without rosbags
+
+    if args.window_ms is None:
+        raise ValueError("a rosbag2 needs a window length: pass --window-ms")
+    print(import_bag(args.input, args.output, **_import_options(args)).summary())
+    return 0
+
+
 def _import(args: argparse.Namespace) -> int:
+    if _is_rosbag(args.input):
+        return _import_bag(args)
     _require_mcap()
     from hyperframes.mcap.ingest import import_mcap  # noqa: PLC0415
 
-    window_ns = round(args.window_ms * 1e6) if args.window_ms is not None else None
-    report = import_mcap(
-        args.input,
-        args.output,
-        window_ns=window_ns,
-        mapping=parse_mapping(args.map),
-        include_all=args.all_topics,
-        time_source=args.time,
-        max_delay_ns=round(args.max_delay_ms * 1e6),
-        overwrite=args.force,
-    )
-    print(report.summary())
+    print(import_mcap(args.input, args.output, **_import_options(args)).summary())
     return 0
 
 
@@ -117,8 +138,11 @@ def register(subparsers: Any) -> None:
     p.add_argument("-q", "--quiet", action="store_true", help="no progress output")
     p.set_defaults(handler=_export)
 
-    p = subparsers.add_parser("import", help="write an MCAP file as a hyperframe file")
-    p.add_argument("input", type=Path, metavar="IN.mcap")
+    p = subparsers.add_parser(
+        "import",
+        help="write an MCAP file or a ROS 2 bag (directory, .mcap, .db3) as a hyperframe file",
+    )
+    p.add_argument("input", type=Path, metavar="IN.mcap|BAG")
     p.add_argument("output", type=Path, metavar="OUT.hf")
     p.add_argument(
         "--window-ms", type=float,

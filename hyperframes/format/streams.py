@@ -64,6 +64,11 @@ KNOWN_ENCODINGS: dict[str, tuple[str | None, tuple[int, ...] | None]] = {
     "av1": (None, None),
     "raw-rgb": ("|u1", None),
     "raw-gray8": ("|u1", None),
+    # from ROS sensor_msgs/Image (bgr8, mono16/16UC1, 32FC1): rows unpadded, little endian,
+    # width/height in the stream's extra as for raw-rgb; bgr keeps its channel order
+    "raw-bgr": ("|u1", None),
+    "raw-gray16": ("<u2", None),
+    "raw-f32": ("<f4", None),
     # NV12 (4:2:0): the full-resolution Y plane, then the half-resolution U and V samples
     # interleaved (UVUV...); width * height * 3 / 2 bytes, width/height in the stream's extra.
     "raw-nv12": ("|u1", None),
