@@ -37,6 +37,7 @@ import numpy as np
 from hyperframes.converter.config import VideoConfig
 from hyperframes.converter.errors import ConversionError, InputError
 from hyperframes.converter.plan import StreamPlan
+from hyperframes.images import ImageLayoutError, raw_image, raw_size
 from hyperframes.reader import HyperframeReader
 from hyperframes.video import (
     BitstreamError,
@@ -69,14 +70,24 @@ log = logging.getLogger(__name__)
 
 
 def _raw_size(plan: StreamPlan) -> tuple[int, int]:
-    extra = plan.source.extra
+    s = plan.source
     try:
-        width, height = int(extra["width"]), int(extra["height"])
-    except (KeyError, TypeError, ValueError):
-        raise FrameFormatError(
-            f"{plan.source.encoding} stream needs extra.width and extra.height in its stream table"
-        ) from None
-    return width, height
+        return raw_size(s.encoding, s.extra, s.shape)
+    except ImageLayoutError as exc:
+        raise FrameFormatError(str(exc)) from None
+
+
+def _raw_rgb(plan: StreamPlan, data: np.ndarray) -> np.ndarray:
+    """A ``raw-rgb``/``raw-bgr``/``raw-gray8`` payload as ``(H, W, 3)`` uint8 R'G'B'
+    (bgr swapped; gray repeated in all three channels)."""
+    enc = plan.source.encoding
+    try:
+        pixels = raw_image(data, enc, *_raw_size(plan))
+    except ValueError as exc:
+        raise FrameFormatError(f"{plan.source.name}: {exc}") from None
+    if pixels.ndim == 2:
+        return np.repeat(pixels[:, :, None], 3, axis=2)
+    return pixels
 
 
 def source_yuv(plan: StreamPlan, data: np.ndarray) -> Yuv420:
@@ -84,12 +95,9 @@ def source_yuv(plan: StreamPlan, data: np.ndarray) -> Yuv420:
     enc = plan.source.encoding
     if enc == "jpeg":
         return to_yuv420(data)
-    width, height = _raw_size(plan)
     if enc == "raw-nv12":
-        return Yuv420.from_nv12(data, width, height)
-    if data.size != width * height * 3:
-        raise FrameFormatError(f"raw-rgb payload of {data.size} bytes is not {width}x{height}x3")
-    return to_yuv420(data.reshape(height, width, 3))
+        return Yuv420.from_nv12(data, *_raw_size(plan))
+    return to_yuv420(_raw_rgb(plan, data))
 
 
 def source_rgb(plan: StreamPlan, data: np.ndarray) -> np.ndarray:
@@ -97,10 +105,9 @@ def source_rgb(plan: StreamPlan, data: np.ndarray) -> np.ndarray:
     enc = plan.source.encoding
     if enc == "jpeg":
         return decode_jpeg(data)
-    width, height = _raw_size(plan)
     if enc == "raw-nv12":
-        return yuv420_to_rgb(Yuv420.from_nv12(data, width, height))
-    return data.reshape(height, width, 3)
+        return yuv420_to_rgb(Yuv420.from_nv12(data, *_raw_size(plan)))
+    return _raw_rgb(plan, data)
 
 
 def open_encoder(

@@ -35,8 +35,15 @@ __all__ = [
     "marker_name",
 ]
 
-#: Camera encodings the converter re-encodes to H.265 (raw-nv12: BT.709 limited NV12).
-VIDEO_SOURCES: Final = frozenset({"jpeg", "raw-rgb", "raw-nv12"})
+#: Camera encodings the converter re-encodes to H.265 (raw-nv12: BT.709 limited NV12;
+#: raw-bgr swapped to R'G'B'; raw-gray8 as a grey picture, U = V = 128).
+VIDEO_SOURCES: Final = frozenset({"jpeg", "raw-rgb", "raw-bgr", "raw-gray8", "raw-nv12"})
+
+#: Camera encodings kept lossless, and why (the reason the plan states).
+_NOT_VIDEO: Final = {
+    "raw-gray16": "16-bit samples (depth, thermal) do not fit 8-bit H.265; lossless",
+    "raw-f32": "float samples (depth in metres) do not fit 8-bit H.265; lossless",
+}
 
 
 class Treatment(StrEnum):
@@ -139,6 +146,8 @@ def plan_stream(stream: StreamInfo, config: ConvertConfig, *, keep: bool = False
         if codec.name == "none"
         else f"{stream.encoding}: lossless {codec}"
     )
+    if stream.kind is SensorKind.CAMERA and stream.encoding in _NOT_VIDEO:
+        why = f"camera {stream.encoding}: {_NOT_VIDEO[stream.encoding]} {codec}"
     return StreamPlan(stream, Treatment.ZSTD, out, codec, why)
 
 

@@ -121,22 +121,37 @@ class Frame:
             ) from None
 
     def image(self) -> np.ndarray:
-        """A ``jpeg`` or ``png`` camera frame as an ``(H, W, 3)`` uint8 RGB array (decoded).
+        """A camera frame as pixels: ``jpeg``/``png`` decoded and ``raw-rgb``/``raw-bgr``
+        as ``(H, W, 3)`` uint8 R, G, B (``raw-bgr`` swapped, never left in B, G, R order);
+        ``raw-gray8``/``raw-gray16``/``raw-f32`` as ``(H, W)`` uint8/uint16/float32.
 
-        Uses :func:`hyperframes.images.decode_image` (simplejpeg when
-        installed, else Pillow). Raises :class:`CorruptFileError` when the
-        payload does not decode, ValueError for a stream of another encoding.
+        Raw sizes come from the stream's ``extra["width"]``/``["height"]`` (or its
+        shape). JPEG uses :func:`hyperframes.images.decode_image` (simplejpeg when
+        installed, else Pillow). Raises :class:`CorruptFileError` when the payload
+        does not decode or is not the stream's size,
+        :class:`hyperframes.images.ImageLayoutError` for a raw stream without a
+        size, ValueError for a stream of another encoding.
         """
-        from hyperframes.images import IMAGE_ENCODINGS, decode_image  # noqa: PLC0415 - PIL
+        from hyperframes.images import (  # noqa: PLC0415 - PIL
+            IMAGE_ENCODINGS,
+            RAW_IMAGE_ENCODINGS,
+            decode_image,
+            raw_image,
+            raw_size,
+        )
 
         s = self.stream
-        if s.encoding not in IMAGE_ENCODINGS:
+        if s.encoding not in IMAGE_ENCODINGS and s.encoding not in RAW_IMAGE_ENCODINGS:
+            known = ", ".join(sorted(IMAGE_ENCODINGS | RAW_IMAGE_ENCODINGS.keys()))
             raise ValueError(
-                f"stream {s.name!r} holds {s.encoding!r}, not an image (jpeg, png); "
+                f"stream {s.name!r} holds {s.encoding!r}, not an image ({known}); "
                 "array streams: Frame.array(); H.265: hyperframes.video"
             )
+        size = raw_size(s.encoding, s.extra, s.shape) if s.encoding in RAW_IMAGE_ENCODINGS else None
         try:
-            return decode_image(self.data, s.encoding)
+            if size is None:
+                return decode_image(self.data, s.encoding)
+            return raw_image(self.data, s.encoding, *size)
         except ValueError as exc:
             raise CorruptFileError(
                 self.path or "<frame>",

@@ -38,6 +38,8 @@ def _require_mcap() -> None:
 
 
 def _export(args: argparse.Namespace) -> int:
+    if args.mcap is None and args.rosbag2 is None:
+        raise ValueError("give the output: --mcap OUT.mcap (or --rosbag2 DIR)")
     _require_mcap()
     from hyperframes.format.times import parse_range  # noqa: PLC0415
     from hyperframes.mcap.export import export_mcap  # noqa: PLC0415
@@ -56,6 +58,8 @@ def _export(args: argparse.Namespace) -> int:
         if not args.quiet:
             progress(f"{done * 100:.0f}%")
 
+    if args.profile == "ros2" or args.rosbag2 is not None:
+        return _export_ros2(args, start, end, on_progress)
     report = export_mcap(
         args.files,
         args.mcap,
@@ -71,6 +75,39 @@ def _export(args: argparse.Namespace) -> int:
     if not args.quiet:
         progress_done()
     print(report.summary())
+    return 0
+
+
+def _export_ros2(
+    args: argparse.Namespace, start: int | None, end: int | None, on_progress: Any
+) -> int:
+    """``export --profile ros2``: sensor_msgs in CDR (docs/ROS2.md, "ROS 2 out")."""
+    from hyperframes.ros.export import export_ros2  # noqa: PLC0415 - MissingExtraError
+
+    options = {
+        "streams": args.streams,
+        "start_ns": start,
+        "end_ns": end,
+        "events": not args.no_events,
+        "overwrite": args.force,
+        "progress": on_progress,
+    }
+    reports = []
+    if args.mcap is not None:
+        reports.append(
+            export_ros2(
+                args.files,
+                args.mcap,
+                compression=args.compression,
+                chunk_size=int(args.chunk_mb * (1 << 20)),
+                **options,
+            )
+        )
+    if args.rosbag2 is not None:
+        reports.append(export_ros2(args.files, args.rosbag2, rosbag2=True, **options))
+    if not args.quiet:
+        progress_done()
+    print("\n".join(r.summary() for r in reports))
     return 0
 
 
@@ -121,7 +158,16 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("files", nargs="+", type=input_path, metavar="FILE",
                    help="consecutive segments (files or s3:// URLs)")  # fmt: skip
-    p.add_argument("--mcap", required=True, type=Path, metavar="OUT.mcap", help="output file")
+    p.add_argument("--mcap", type=Path, metavar="OUT.mcap", help="output file")
+    p.add_argument(
+        "--profile", choices=["foxglove", "ros2"], default="foxglove",
+        help="foxglove (default: protobuf/JSON for Foxglove) or ros2 (sensor_msgs in CDR, "
+        "for rosbags and ros2 bag; needs the ros extra)",
+    )  # fmt: skip
+    p.add_argument(
+        "--rosbag2", type=Path, metavar="DIR",
+        help="write a rosbag2 directory (mcap storage, metadata.yaml); implies --profile ros2",
+    )  # fmt: skip
     p.add_argument("--streams", nargs="+", metavar="NAME", help="streams to export (default all)")
     p.add_argument(
         "--from", dest="start", metavar="T",

@@ -56,7 +56,19 @@ from hyperframes.storage.local import atomic_output
 from hyperframes.viz.events import Event, recording_events
 from hyperframes.viz.facts import facts_from_reader
 
-__all__ = ["Compression", "COMPRESSIONS", "TopicStats", "ExportReport", "export_mcap"]
+__all__ = [
+    "Compression",
+    "COMPRESSIONS",
+    "TopicStats",
+    "ExportReport",
+    "export_mcap",
+    "Source",
+    "stream_table",
+    "frames_in",
+    "time_slices",
+    "time_slice",
+    "file_metadata",
+]
 
 Compression = Literal["zstd", "lz4", "none"]
 COMPRESSIONS: dict[str, CompressionType] = {
@@ -106,7 +118,9 @@ class ExportReport:
 
 
 @dataclass(slots=True)
-class _Source:
+class Source:
+    """One input file of an export: its reader, the selected streams and its quarantine rows."""
+
     reader: HyperframeReader
     ids: dict[str, int]  # selected stream name -> id in this file
     bases: dict[int, int]  # stream id -> index position of its first entry
@@ -114,9 +128,11 @@ class _Source:
     q_rows: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))  # quarantine rows
 
 
-def _stream_table(
+def stream_table(
     readers: Sequence[HyperframeReader], names: Sequence[str] | None
 ) -> dict[str, StreamInfo]:
+    """The streams of several files by name (``names``: those only), the same in each file
+    (``StreamMismatchError`` otherwise; ``UnknownStreamError`` for a name none has)."""
     table: dict[str, tuple[StreamInfo, str]] = {}
     for r in readers:
         for s in r.streams.values():
@@ -142,7 +158,8 @@ def _stream_table(
     return {n: table[n][0] for n in names}
 
 
-def _frames_in(sources: Sequence[_Source], lo: int, hi: int) -> int:
+def frames_in(sources: Sequence[Source], lo: int, hi: int) -> int:
+    """The number of frames (quarantined ones included) with ``lo <= t <= hi``."""
     n = 0
     for src in sources:
         for sid in src.ids.values():
@@ -152,7 +169,7 @@ def _frames_in(sources: Sequence[_Source], lo: int, hi: int) -> int:
     return n
 
 
-def _next_after(sources: Sequence[_Source], t: int) -> int | None:
+def _next_after(sources: Sequence[Source], t: int) -> int | None:
     best: int | None = None
     for src in sources:
         for sid in src.ids.values():
@@ -166,7 +183,9 @@ def _next_after(sources: Sequence[_Source], t: int) -> int | None:
     return best
 
 
-def _slices(sources: Sequence[_Source], lo: int, hi: int, step: int) -> Iterator[tuple[int, int]]:
+def time_slices(
+    sources: Sequence[Source], lo: int, hi: int, step: int
+) -> Iterator[tuple[int, int]]:
     """Inclusive time slices covering ``[lo, hi]``, each inside one window of ``step`` ns
     (so a slice ends on its window's end), skipping stretches without frames."""
     t = lo
@@ -183,7 +202,7 @@ def _slices(sources: Sequence[_Source], lo: int, hi: int, step: int) -> Iterator
 _Row = tuple[int, str, bool, int, int, int, memoryview]
 
 
-def _slice(sources: Sequence[_Source], lo: int, hi: int) -> list[_Row]:
+def time_slice(sources: Sequence[Source], lo: int, hi: int) -> list[_Row]:
     """Messages with a log time ``lo <= t <= hi`` in log-time order: the indexed frames
     stamped then, and the quarantined frames that arrived then."""
     rows: list[_Row] = []
@@ -302,18 +321,18 @@ def export_mcap(
         readers = [stack.enter_context(HyperframeReader(p)) for p in files]
         readers.sort(key=lambda r: r.start_ns)
         where = ", ".join(str(r.path) for r in readers)
-        table = _stream_table(readers, streams)
+        table = stream_table(readers, streams)
         sources = []
         for r in readers:
             ids = {n: s.id for n in table for s in r.streams.values() if s.name == n}
             stream_ids = r.index["stream_id"]
             bases = {sid: int(np.searchsorted(stream_ids, sid, "left")) for sid in ids.values()}
-            sources.append(_Source(r, ids, bases, *_quarantined(r, ids)))
+            sources.append(Source(r, ids, bases, *_quarantined(r, ids)))
         lo = min(r.start_ns for r in readers) if start_ns is None else start_ns
         hi = max(r.end_ns for r in readers) if end_ns is None else end_ns
         if hi < lo:
             raise EmptyRangeError(where, f"empty time range: --to {hi} is before --from {lo}")
-        total = _frames_in(sources, lo, hi)
+        total = frames_in(sources, lo, hi)
         if total == 0:
             raise EmptyRangeError(where, f"no frame of {', '.join(table)} between {lo} and {hi} ns")
         specs = {n: channel_for(s) for n, s in table.items()}
@@ -349,7 +368,7 @@ def export_mcap(
                 schema = spec.schema.name if spec.schema is not None else spec.message_encoding
                 report.topics[n] = TopicStats(spec.topic, schema)
             annotation_channels: dict[str, int] = {}  # topic -> channel, on first use
-            out.writer.add_metadata("hyperframes", _file_metadata(readers, table))
+            out.writer.add_metadata("hyperframes", file_metadata(readers, table))
             pending = iter(annotations)
             nxt = next(pending, None)
 
@@ -366,8 +385,8 @@ def export_mcap(
                 else:
                     report.blocks += 1
 
-            for t_lo, t_hi in _slices(sources, lo, hi, readers[0].window_ns):
-                for row in _slice(sources, t_lo, t_hi):
+            for t_lo, t_hi in time_slices(sources, lo, hi, readers[0].window_ns):
+                for row in time_slice(sources, t_lo, t_hi):
                     t, name, quarantined, stamp, rx, seq, payload = row
                     while nxt is not None and nxt[:2] < (t, _FRAME):
                         annotate(nxt)
@@ -409,16 +428,17 @@ def _quarantine_channel(spec: ChannelSpec) -> ChannelSpec:
     return replace(spec, topic=quarantine_topic(spec.topic), metadata=meta)
 
 
-def _has_quarantined(src: _Source, sid: int, lo: int, hi: int) -> bool:
+def _has_quarantined(src: Source, sid: int, lo: int, hi: int) -> bool:
     a = int(np.searchsorted(src.q_times, lo, "left"))
     b = int(np.searchsorted(src.q_times, hi, "right"))
     q = src.reader.quarantine()
     return any(int(q[i]["stream_id"]) == sid for i in src.q_rows[a:b].tolist())
 
 
-def _file_metadata(
+def file_metadata(
     readers: Sequence[HyperframeReader], table: dict[str, StreamInfo]
 ) -> dict[str, str]:
+    """The files exported and their streams, as MCAP metadata (string values)."""
     files = [
         {
             "path": str(r.path),

@@ -4,6 +4,9 @@
   types decoded into camera, lidar, IMU and GNSS streams on header-stamp time,
   everything else kept as CDR with its definition (docs/ROS2.md);
 - :mod:`~hyperframes.ros.decode`: the pure message-to-payload decoders;
+- :func:`export_ros2` (``hyperframes export --profile ros2``): hyperframe files to an
+  MCAP of profile ``ros2`` or a rosbag2 directory, the streams as the standard
+  ``sensor_msgs`` types in CDR (:mod:`~hyperframes.ros.export`);
 - :func:`is_ros2_mcap`: whether an MCAP file is a ROS 2 bag (no extra needed).
 
 Needs the ``ros`` extra (``pip install 'hyperframes-sensors[ros]'``, the
@@ -17,11 +20,23 @@ from typing import Any
 
 from hyperframes.ros.probe import is_ros2_mcap
 
-__all__ = ["import_bag", "is_ros2_mcap", "NotRosbagError", "RosImportReport"]
+__all__ = [
+    "import_bag",
+    "is_ros2_mcap",
+    "NotRosbagError",
+    "RosImportReport",
+    "export_ros2",
+    "RosExportReport",
+]
+_EXPORT = ("export_ros2", "RosExportReport")
 
 
 def __getattr__(name: str) -> Any:
-    """The importer's names, loaded on first use (it needs ``rosbags``)."""
+    """The importer's and exporter's names, loaded on first use (they need ``rosbags``)."""
+    if name in _EXPORT:
+        from hyperframes.ros import export  # noqa: PLC0415 - the optional extra
+
+        return getattr(export, name)
     if name not in ("import_bag", "NotRosbagError", "RosImportReport"):
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     from hyperframes.ros import ingest  # noqa: PLC0415 - the optional extra

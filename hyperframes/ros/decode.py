@@ -15,6 +15,9 @@ deserializes (attributes as in the ``.msg`` files); ``raw`` is the CDR bytes.
   (orientation xyzw; the orientation, angular velocity, linear acceleration covariances);
 - sensor_msgs/NavSatFix: gnss, ``navsatfix-f64``, 15 float64 (latitude, longitude,
   altitude, status, service, position covariance 9, covariance type);
+- sensor_msgs/CameraInfo: ``ros2-cdr`` too; the importer puts the first message's
+  intrinsics (:func:`camera_intrinsics`) into the ``extra["intrinsics"]`` of the cameras
+  in the same namespace (:func:`camera_namespace`);
 - anything else (tf2_msgs/TFMessage too): ``ros2-cdr``, the CDR message unchanged, its
   definition in ``extra["ros"]``.
 """
@@ -34,6 +37,8 @@ __all__ = [
     "IMU_EXTRA_ENCODING",
     "NAVSAT_ENCODING",
     "TopicPlan",
+    "camera_intrinsics",
+    "camera_namespace",
     "header_stamp",
     "plan_topic",
     "image_pixels",
@@ -96,6 +101,31 @@ def image_pixels(msg: Any) -> bytes:
     rows = np.lib.stride_tricks.as_strided(data, (msg.height, row), (msg.step, 1))
     px = np.ascontiguousarray(rows).view(dt)
     return px.astype(dt.newbyteorder("<"), copy=False).tobytes()
+
+
+def camera_namespace(topic: str) -> str:
+    """The namespace a camera topic or its CameraInfo lives in: ``/cam/front`` for
+    ``/cam/front/camera_info``, ``/cam/front/image_raw`` and ``/cam/front/image_raw/compressed``
+    (the last segment dropped, and ``compressed`` after an image topic)."""
+    parts = topic.rstrip("/").split("/")
+    if len(parts) > 2 and parts[-1] in ("compressed", "compressedDepth", "theora"):
+        parts = parts[:-1]
+    return "/".join(parts[:-1]) or "/"
+
+
+def camera_intrinsics(msg: Any) -> dict[str, Any]:
+    """A sensor_msgs/CameraInfo as JSON: width, height, distortion_model, d, k (3x3), r (3x3),
+    p (3x4), row-major, and its frame_id."""
+    return {
+        "width": int(msg.width),
+        "height": int(msg.height),
+        "distortion_model": str(msg.distortion_model),
+        "d": [float(v) for v in msg.d],
+        "k": [float(v) for v in msg.k],
+        "r": [float(v) for v in msg.r],
+        "p": [float(v) for v in msg.p],
+        "frame_id": str(msg.header.frame_id),
+    }
 
 
 def _point_layout(msg: Any) -> tuple[np.dtype[Any], np.dtype[Any], list[str]]:
@@ -230,5 +260,8 @@ def plan_topic(name: str, msgtype: str, msgdef: str, first: Any) -> TopicPlan:
         s = StreamInfo(0, name, SensorKind.GNSS, NAVSAT_ENCODING, "<f8", (15,),
                        timestamp_source=host, extra={"ros": ros})  # fmt: skip
         return TopicPlan((s,), lambda m, _raw: (navsat_values(m),), True)
-    why = "transforms: kept as CDR" if short == "tf2_msgs/TFMessage" else "no decoder for the type"
+    why = {
+        "tf2_msgs/TFMessage": "transforms: kept as CDR",
+        "sensor_msgs/CameraInfo": "camera intrinsics: kept as CDR (no camera in its namespace)",
+    }.get(short, "no decoder for the type")
     return _cdr(name, msgtype, msgdef, why, has_header)

@@ -35,7 +35,13 @@ from hyperframes.mcap.errors import (
 )
 from hyperframes.mcap.schemas import stream_name_for
 from hyperframes.mcap.windowing import PendingFrame, ReadyWindow, WindowAssembler
-from hyperframes.ros.decode import TopicPlan, header_stamp, plan_topic
+from hyperframes.ros.decode import (
+    TopicPlan,
+    camera_intrinsics,
+    camera_namespace,
+    header_stamp,
+    plan_topic,
+)
 from hyperframes.storage.local import check_output, fsync_dir
 from hyperframes.writer import HyperframeWriter, WriteFrame
 
@@ -163,7 +169,9 @@ def _plans(
             continue
         name = mapping.get(topic) or stream_name_for(topic)
         msgtype = conns[0].msgtype
-        plan = plan_topic(name, msgtype, conns[0].msgdef.data, _first(reader, conns))
+        first = _first(reader, conns)
+        plan = plan_topic(name, msgtype, conns[0].msgdef.data, first)
+        frame_id = getattr(getattr(first, "header", None), "frame_id", None)
         streams = []
         for s in plan.streams:
             try:
@@ -178,14 +186,45 @@ def _plans(
             topic, msgtype, plan.streams, when or "log time (no header)", count,
             cdr_reason=plan.cdr_reason,
         )  # fmt: skip
-        for s in plan.streams:
-            s.extra.setdefault("ros", {})["time"] = report.topics[topic].time
+        for s in plan.streams:  # what the ROS export gives back: the topic, the frame
+            ros = s.extra.setdefault("ros", {})
+            ros.update(time=report.topics[topic].time, topic=topic)
+            if isinstance(frame_id, str) and frame_id:
+                ros["frame_id"] = frame_id
         plans[topic] = (plan, conns)
+    _intrinsics(reader, by_topic, report)
     names = [s.name for p, _ in plans.values() for s in p.streams]
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:
         raise BadMappingError(src, f"several topics map to the stream(s) {', '.join(dup)}")
     return plans
+
+
+_CAMERA_INFO = ("sensor_msgs/msg/CameraInfo", "sensor_msgs/CameraInfo")
+
+
+def _intrinsics(
+    reader: AnyReader, by_topic: Mapping[str, list[Connection]], report: RosImportReport
+) -> None:
+    """Each CameraInfo topic's first message into ``extra["intrinsics"]`` of the camera
+    streams in its namespace (``/cam/front/camera_info`` -> ``/cam/front/image_raw``...);
+    the CameraInfo topic itself stays CDR."""
+    cameras = [t for t in report.topics.values() if t.streams[0].kind == "camera"]
+    for topic in sorted(by_topic):
+        conns = by_topic[topic]
+        if len({c.msgtype for c in conns}) != 1 or conns[0].msgtype not in _CAMERA_INFO:
+            continue
+        ns = camera_namespace(topic)
+        matched = [t for t in cameras if camera_namespace(t.topic) == ns]
+        first = _first(reader, conns) if matched else None
+        if first is None:
+            continue
+        for t in matched:
+            t.streams[0].extra["intrinsics"] = {**camera_intrinsics(first), "topic": topic}
+        if topic in report.topics:
+            names = ", ".join(t.streams[0].name for t in matched)
+            why = f"camera intrinsics: kept as CDR, and in extra['intrinsics'] of {names}"
+            report.topics[topic].cdr_reason = why
 
 
 def import_bag(

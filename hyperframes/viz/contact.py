@@ -19,6 +19,7 @@ import numpy as np
 from PIL import Image
 
 from hyperframes.format.streams import SensorKind, StreamInfo
+from hyperframes.images import RAW_IMAGE_ENCODINGS, point_columns, raw_image, raw_size
 from hyperframes.reader import Frame, Hyperframe
 
 __all__ = [
@@ -159,10 +160,37 @@ def _decode_jpeg(data: bytes, max_width: int) -> np.ndarray:
     return np.asarray(img.convert("RGB"))
 
 
-def decode_image(stream: StreamInfo, data: bytes, max_width: int = MAX_THUMB_WIDTH) -> np.ndarray:
-    """An RGB thumbnail of an image payload (``jpeg``, ``png``, ``raw-rgb``, ``raw-gray8``).
+def _to_u8(gray: np.ndarray) -> np.ndarray:
+    """A 16-bit or float picture (depth, thermal) for the eye: its finite values' 1st..99th
+    percentile stretched over 0..255, NaN and inf black."""
+    if gray.dtype == np.uint8:
+        return gray
+    values = gray.astype(np.float32)
+    finite = np.isfinite(values)
+    if not finite.any():
+        return np.zeros(gray.shape, np.uint8)
+    lo, hi = np.percentile(values[finite], [1, 99])
+    scaled = (values - lo) * (255.0 / max(float(hi - lo), 1e-12))
+    return np.where(finite, np.clip(scaled, 0, 255), 0).astype(np.uint8)
 
-    Raw images need ``extra["width"]`` and ``extra["height"]``. Raises
+
+def _raw_rgb(stream: StreamInfo, data: bytes) -> np.ndarray:
+    try:
+        size = raw_size(stream.encoding, stream.extra, stream.shape)
+        pixels = raw_image(data, stream.encoding, *size)
+    except ValueError as exc:
+        raise ValueError(f"{stream.encoding}: {exc}") from None
+    if pixels.ndim == 3:
+        return pixels
+    return np.repeat(_to_u8(pixels)[:, :, None], 3, axis=2)
+
+
+def decode_image(stream: StreamInfo, data: bytes, max_width: int = MAX_THUMB_WIDTH) -> np.ndarray:
+    """An RGB thumbnail of an image payload (``jpeg``, ``png``, ``raw-rgb``, ``raw-bgr``,
+    ``raw-gray8``, ``raw-gray16``, ``raw-f32``).
+
+    Raw images need ``extra["width"]`` and ``extra["height"]`` (or a shape); gray16 and
+    f32 are stretched to 8 bits (:func:`_to_u8`). Raises
     ValueError when the payload cannot be shown as an image.
     """
     enc = stream.encoding
@@ -176,13 +204,8 @@ def decode_image(stream: StreamInfo, data: bytes, max_width: int = MAX_THUMB_WID
             rgb = np.asarray(Image.open(io.BytesIO(data)).convert("RGB"))
         except OSError as exc:
             raise ValueError(f"not a decodable PNG: {exc}") from None
-    elif enc in ("raw-rgb", "raw-gray8"):
-        w, h = int(stream.extra.get("width", 0)), int(stream.extra.get("height", 0))
-        channels = 3 if enc == "raw-rgb" else 1
-        if w <= 0 or h <= 0 or len(data) != w * h * channels:
-            raise ValueError(f"{enc}: {len(data)} bytes do not match width x height {w}x{h}")
-        arr = np.frombuffer(data, np.uint8).reshape(h, w, channels)
-        rgb = arr if channels == 3 else np.repeat(arr, 3, axis=2)
+    elif enc in RAW_IMAGE_ENCODINGS:
+        rgb = _raw_rgb(stream, data)
     else:
         raise ValueError(f"encoding {enc!r} is not an image this tool decodes")
     return thumbnail(rgb, max_width)
@@ -249,11 +272,13 @@ def _camera_row(
 
 def _is_image(stream: StreamInfo) -> bool:
     return stream.kind is SensorKind.CAMERA or stream.encoding in (
-        "jpeg", "png", "raw-rgb", "raw-gray8", "h264", "h265", "av1",
+        "jpeg", "png", *RAW_IMAGE_ENCODINGS, "h264", "h265", "av1",
     )  # fmt: skip
 
 
 def _is_points(stream: StreamInfo) -> bool:
+    if stream.encoding == "points" and stream.dtype is not None:  # structured (ROS)
+        return stream.kind in (SensorKind.LIDAR, SensorKind.RADAR)
     return (
         stream.dtype is not None
         and stream.shape is not None
@@ -267,7 +292,8 @@ def _others(stream: StreamInfo, frames: list[Frame], start_ns: int) -> list[Pane
     if _is_points(stream):
         out: list[Panel] = []
         for f in frames[-2:]:  # the last two sweeps at most
-            pts = f.array()
+            fields = stream.extra.get("fields")
+            pts = point_columns(f.array(), fields if isinstance(fields, list) else None)
             x, y, value, name, extent = bev(stream, pts)
             extra = f", {len(pts)} points"
             out.append(BevPanel(stream.name, caption(f, start_ns, extra), x, y, value, name,
