@@ -42,6 +42,7 @@ from hyperframes.ros.decode import (
     header_stamp,
     plan_topic,
 )
+from hyperframes.ros.probe import is_zstd_split
 from hyperframes.storage.local import check_output, fsync_dir
 from hyperframes.writer import HyperframeWriter, WriteFrame
 
@@ -119,6 +120,15 @@ class RosImportReport:
 
 
 def _open(src: Path) -> AnyReader:
+    if src.is_file() and is_zstd_split(src):
+        bag = src.parent if (src.parent / "metadata.yaml").is_file() else None
+        instead = (
+            f"pass the bag directory {bag}"
+            if bag
+            else "pass the bag directory (the one with metadata.yaml) or the file decompressed"
+        )
+        raise NotRosbagError(src, f"a split of a file-compressed rosbag2 is read through its "
+                                  f"directory: {instead}")  # fmt: skip
     try:
         reader = AnyReader([src], default_typestore=get_typestore(Stores.ROS2_HUMBLE))
         reader.open()
@@ -170,7 +180,7 @@ def _plans(
         name = mapping.get(topic) or stream_name_for(topic)
         msgtype = conns[0].msgtype
         first = _first(reader, conns)
-        plan = plan_topic(name, msgtype, conns[0].msgdef.data, first)
+        plan = plan_topic(name, msgtype, _definition(reader, conns[0]), first)
         frame_id = getattr(getattr(first, "header", None), "frame_id", None)
         streams = []
         for s in plan.streams:
@@ -198,6 +208,17 @@ def _plans(
     if dup:
         raise BadMappingError(src, f"several topics map to the stream(s) {', '.join(dup)}")
     return plans
+
+
+def _definition(reader: AnyReader, conn: Connection) -> str:
+    """The connection's stored ``ros2msg`` definition; for a bag without them the one of
+    the typestore the bag is read with (empty for a type it does not know)."""
+    if conn.msgdef.data:
+        return str(conn.msgdef.data)
+    try:
+        return str(reader.typestore.generate_msgdef(conn.msgtype, ros_version=2)[0])
+    except (KeyError, ValueError):
+        return ""
 
 
 _CAMERA_INFO = ("sensor_msgs/msg/CameraInfo", "sensor_msgs/CameraInfo")
