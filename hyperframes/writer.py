@@ -11,10 +11,11 @@ by :meth:`HyperframeWriter.finalize`, makes the block records redundant.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -68,6 +69,7 @@ __all__ = [
     "CopiedBlock",
     "default_codec",
     "file_span",
+    "replacing_writer",
     "TMP_SUFFIX",
 ]
 
@@ -899,3 +901,28 @@ def write_trailer(
     os.pwrite(fd, header.encode(), 0)
     os.fsync(fd)
     return header
+
+
+@contextlib.contextmanager
+def replacing_writer(
+    path: Path, streams: Sequence[StreamInfo], window_ns: int, metadata: FileMetadata
+) -> Iterator[HyperframeWriter]:
+    """A writer of a whole new file at ``path`` (the caller checked ``--force``), finalized
+    when the block ends.
+
+    A file already at ``path`` is replaced only once the new one is finalized: the new
+    one is written beside it (``.NAME.importing``) and renamed over it, so a failure
+    keeps the old file. On any exception nothing new is left behind.
+    """
+    target = path if not path.exists() else path.with_name(f".{path.name}.importing")
+    writer = HyperframeWriter(target, streams, window_ns, metadata)
+    try:
+        yield writer
+        writer.finalize()
+    except BaseException:
+        writer.abort()
+        writer.tmp_path.unlink(missing_ok=True)
+        raise
+    if target != path:
+        os.replace(target, path)
+        fsync_dir(path.parent)  # the rename over the old file survives a power cut

@@ -36,6 +36,7 @@ from hyperframes.storage.objects import list_urls
 from hyperframes.verify import verify_file
 
 from mqtt_broker import free_port
+from torch_files import same_sample
 
 pytest.importorskip("av")
 pytest.importorskip("obstore")
@@ -202,18 +203,6 @@ def _check_converted(
     return local, records
 
 
-def _same(a: Any, b: Any) -> bool:
-    import torch
-
-    if isinstance(a, dict):
-        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a if k != "file")
-    if isinstance(a, list | tuple):
-        return len(a) == len(b) and all(map(_same, a, b))
-    if isinstance(a, torch.Tensor):
-        return bool(torch.equal(a, b))
-    return bool(a == b)
-
-
 def _train_one_epoch(out: str, local: dict[str, Path]) -> None:
     """A DataLoader (2 forked workers) over the bucket glob: one epoch, equal to local."""
     torch = pytest.importorskip("torch")
@@ -232,7 +221,7 @@ def _train_one_epoch(out: str, local: dict[str, Path]) -> None:
     for i, batch in enumerate(loader):
         (sample,) = batch
         assert sample["file"].startswith(f"s3://{BUCKET}/{out}/")
-        assert _same(sample, here[i]), i
+        assert same_sample(sample, here[i]), i
         seen += 1
     assert seen == len(here)
 

@@ -14,6 +14,8 @@ from hyperframes.storage.cache import cached_path
 from hyperframes.storage.objects import RemoteError, is_url, list_urls, split_s3_url
 from hyperframes.synth import profile, write_synthetic
 
+from torch_files import same_sample
+
 pytestmark = pytest.mark.network
 
 
@@ -147,16 +149,9 @@ def test_dataset_over_a_glob_of_urls_matches_the_local_files(s3: Any) -> None:
     here = HyperframeDataset([local, local], streams=["imu", "lidar_top"])
     assert len(remote) == len(here) > 0
 
-    def same(a: Any, b: Any) -> bool:
-        if isinstance(a, dict):
-            return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a if k != "file")
-        if isinstance(a, list | tuple):
-            return len(a) == len(b) and all(map(same, a, b))
-        return bool(torch.equal(a, b)) if isinstance(a, torch.Tensor) else bool(a == b)
-
     for i in (0, len(here) // 2, len(here) - 1):
         a, b = remote[i], here[i]
-        assert a["file"].startswith("s3://fleet/drive/") and same(a, b)
+        assert a["file"].startswith("s3://fleet/drive/") and same_sample(a, b)
     loader = torch.utils.data.DataLoader(remote, batch_size=4, num_workers=2, collate_fn=collate)
     assert sum(1 for _ in loader) == (len(remote) + 3) // 4
 

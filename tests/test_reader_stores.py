@@ -71,21 +71,15 @@ def test_a_range_the_store_answers_short_is_an_error_naming_the_object(bucket: A
 
 
 def test_a_dataset_over_the_bucket_trains_like_the_local_files(bucket: Any) -> None:
-    torch = pytest.importorskip("torch")
+    pytest.importorskip("torch")
     from hyperframes.torch import HyperframeDataset
+
+    from torch_files import same_sample
 
     store, files = bucket
     streams = ["imu", "lidar_top"]
     remote = HyperframeDataset(store.url("drive/*.hf"), streams=streams)
     here = HyperframeDataset([files["long.hf"], files["short.hf"]], streams=streams)
     assert len(remote) == len(here) > 0
-
-    def same(a: Any, b: Any) -> bool:
-        if isinstance(a, dict):
-            return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a if k != "file")
-        if isinstance(a, list | tuple):
-            return len(a) == len(b) and all(map(same, a, b))
-        return bool(torch.equal(a, b)) if isinstance(a, torch.Tensor) else bool(a == b)
-
     for i in range(len(here)):
-        assert same(remote[i], here[i]), i
+        assert same_sample(remote[i], here[i]), i

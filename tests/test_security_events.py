@@ -528,3 +528,23 @@ def test_a_stream_name_with_a_trailing_newline_is_refused() -> None:
 
     with pytest.raises(ValueError, match="name"):
         StreamInfo(1, "imu\n")
+
+
+def test_the_rate_limited_log_allows_its_lines_per_period_and_counts_the_rest(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    import logging
+    import time
+
+    from hyperframes.recorder.ingest.common import RateLimitedLog
+
+    log = RateLimitedLog(logging.getLogger("hf.test.ratelimit"), period_s=0.2, lines=3)
+    with caplog.at_level(logging.INFO, logger="hf.test.ratelimit"):
+        for i in range(10):
+            log.log(logging.INFO, ("events", "accepted"), "line %d", i)
+        log.warning(("other", "key"), "another key has its own lines")
+        time.sleep(0.25)
+        log.log(logging.INFO, ("events", "accepted"), "line %d", 10)
+    lines = [r.getMessage() for r in caplog.records]
+    assert lines == ["line 0", "line 1", "line 2", "another key has its own lines",
+                     "line 10 (+7 more since last report)"]  # fmt: skip

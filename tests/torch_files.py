@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from PIL import Image
@@ -133,3 +134,16 @@ def collate_without_cuda(samples: list[dict[str, object]]) -> dict[str, object]:
     batch = collate(samples)  # type: ignore[arg-type]
     batch["cuda_in_worker"] = torch.cuda.is_initialized()
     return batch
+
+
+def same_sample(a: Any, b: Any) -> bool:
+    """Two dataset samples hold equal values (tensors compared exactly), ``file`` aside."""
+    import torch
+
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(same_sample(a[k], b[k]) for k in a if k != "file")
+    if isinstance(a, list | tuple):
+        return len(a) == len(b) and all(map(same_sample, a, b))
+    if isinstance(a, torch.Tensor):
+        return bool(torch.equal(a, b))
+    return bool(a == b)

@@ -58,8 +58,8 @@ from hyperframes.mcap.schemas import (
     stream_name_for,
 )
 from hyperframes.mcap.windowing import PendingFrame, ReadyWindow, WindowAssembler
-from hyperframes.storage.local import check_output, fsync_dir
-from hyperframes.writer import HyperframeWriter, WriteFrame
+from hyperframes.storage.local import check_output
+from hyperframes.writer import HyperframeWriter, WriteFrame, replacing_writer
 
 __all__ = ["TimeSource", "MCAP_MAGIC", "StreamReport", "ImportReport", "import_mcap"]
 
@@ -461,22 +461,10 @@ def import_mcap(
         read = sorted({topics[t].channel.topic for t in topics if t in chosen} | {
             ch.topic for cid, p in plans.items() for ch in [scan.channels[cid]]
         } | ({BLOCKS_TOPIC} if report.blocks else set()))  # fmt: skip
-        # write beside the output and rename at the end, so --force keeps the old file on failure
-        target = out if not out.exists() else out.with_name(f".{out.name}.importing")
-        writer = HyperframeWriter(
-            target, list(streams.values()), window_ns, _file_metadata(src, ours)
-        )
-        try:
+        meta = _file_metadata(src, ours)
+        with replacing_writer(out, list(streams.values()), window_ns, meta) as writer:
             counts = _read(src, reader, summary, scan, read, plans, writer, report, by_id,
                            time_source, max_delay_ns, progress)  # fmt: skip
-            writer.finalize()
-        except BaseException:
-            writer.abort()
-            writer.tmp_path.unlink(missing_ok=True)
-            raise
-        if target != out:
-            os.replace(target, out)
-            fsync_dir(out.parent)  # the rename over the old file survives a power cut
     _check_counts(scan, counts, read, report)
     report.seconds = time.monotonic() - t_start
     return report

@@ -43,8 +43,8 @@ from hyperframes.ros.decode import (
     plan_topic,
 )
 from hyperframes.ros.probe import is_zstd_split
-from hyperframes.storage.local import check_output, fsync_dir
-from hyperframes.writer import HyperframeWriter, WriteFrame
+from hyperframes.storage.local import check_output
+from hyperframes.writer import HyperframeWriter, WriteFrame, replacing_writer
 
 try:
     from rosbags.highlevel import AnyReader, AnyReaderError
@@ -279,22 +279,12 @@ def import_bag(
         if not plans:
             raise EmptyRangeError(src, "no topic to import")
         streams = [s for p, _ in plans.values() for s in p.streams]
-        target = out if not out.exists() else out.with_name(f".{out.name}.importing")
         meta = FileMetadata(recorder_version="hyperframes import", created_ns=time.time_ns())
-        writer = HyperframeWriter(target, streams, window_ns, meta)
-        try:
+        with replacing_writer(out, streams, window_ns, meta) as writer:
             tf_static = _read(src, reader, plans, writer, report, time_source, max_delay_ns,
                               progress)  # fmt: skip
             ros: dict[str, Any] = {"storage": report.storage, "tf_static": tf_static}
             writer.metadata = replace(meta, extra={"imported_from": src.name, "ros": ros})
-            writer.finalize()
-        except BaseException:
-            writer.abort()
-            writer.tmp_path.unlink(missing_ok=True)
-            raise
-        if target != out:
-            os.replace(target, out)
-            fsync_dir(out.parent)
     finally:
         reader.close()
     for t in report.topics.values():

@@ -31,7 +31,7 @@ import logging
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 from pathlib import Path
-from typing import Final
+from typing import Final, cast
 
 from hyperframes.events import (
     EVENT_STREAM_ID,
@@ -111,7 +111,7 @@ class EventIntake:
         self._log = RateLimitedLog(_log)
         self._bucket = TokenBucket(config.peers.per_s, config.peers.burst)
         self._unjudged: list[tuple[Event, int]] = []
-        self._info_since, self._info_lines, self._info_held = -(10**12), 0, 0
+        self._info_log = RateLimitedLog(_log, 10.0, lines=_PEER_INFO_PER_10S)
 
     def from_wire(self, header: WireHeader, body: memoryview, mono_ns: int, source: str) -> None:
         """An event message (header + JSON body) received over ``source`` (zmq, mqtt)."""
@@ -188,23 +188,14 @@ class EventIntake:
                               "quarantined (logged, protects nothing)", event.name,
                               event.source, event.t_ns, why)  # fmt: skip
         self.stats.count(self.stats.received, event.source)
-        if event.source not in PEER_SOURCES or self._info_budget(mono_ns):
-            _log.info("event %s from %s at t=%d ns (keep -%g s / +%g s)%s", event.name,
-                      event.source, event.t_ns, event.pre_s, event.post_s,
-                      " QUARANTINED" if event.quarantined else "")  # fmt: skip
+        args = (event.name, event.source, event.t_ns, event.pre_s, event.post_s,
+                " QUARANTINED" if event.quarantined else "")  # fmt: skip
+        line = "event %s from %s at t=%d ns (keep -%g s / +%g s)%s"
+        if event.source in PEER_SOURCES:  # at most _PEER_INFO_PER_10S lines per 10 s
+            self._info_log.log(logging.INFO, ("events", "accepted"), line, *args)
+        else:
+            _log.info(line, *args)
         return event
-
-    def _info_budget(self, now_ns: int) -> bool:
-        """At most :data:`_PEER_INFO_PER_10S` peer-event lines per 10 s; the rest are counted."""
-        if now_ns - self._info_since > 10 * 10**9:
-            if self._info_held:
-                _log.info("%d more peer event(s) not logged one by one", self._info_held)
-            self._info_since, self._info_lines, self._info_held = now_ns, 0, 0
-        if self._info_lines < _PEER_INFO_PER_10S:
-            self._info_lines += 1
-            return True
-        self._info_held += 1
-        return False
 
     def submit(self, event: Event, mono_ns: int, *, in_order: bool = True) -> Event:
         """:meth:`accept` ``event`` and queue it for the writer; returns it as queued.
@@ -265,7 +256,7 @@ class EventStore:
             return []
         self.pending = [e for e in self.pending if not (e.t_ns <= end_ns or e.quarantined)]
         frames = [self._frame(e, start_ns) for e in take]
-        self._pending_bytes -= sum(len(e.to_json()) for e in take)
+        self._pending_bytes -= sum(len(cast(bytes, f.payload)) for f in frames)  # to_json()
         return frames
 
     def drain(self) -> list[Event]:

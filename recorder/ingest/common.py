@@ -69,25 +69,29 @@ class IngestFrame:
 
 
 class RateLimitedLog:
-    """Log a line at most once per ``period_s`` per key; counts what it held back."""
+    """Log at most ``lines`` lines per ``period_s`` per key; counts what it held back."""
 
-    def __init__(self, logger: logging.Logger, period_s: float = 10.0) -> None:
+    def __init__(self, logger: logging.Logger, period_s: float = 10.0, lines: int = 1) -> None:
         self._logger = logger
         self._period = period_s
-        self._last: dict[tuple[str, str], tuple[float, int]] = {}
+        self._lines = lines
+        # key -> (start of its period, lines logged in it, lines held back since the last)
+        self._last: dict[tuple[str, str], tuple[float, int, int]] = {}
 
     def warning(self, key: tuple[str, str], msg: str, *args: object) -> None:
-        """Log ``msg`` for ``key`` unless it was logged less than ``period_s`` ago."""
+        """Log ``msg`` for ``key`` unless its lines of this period are spent."""
         self.log(logging.WARNING, key, msg, *args)
 
     def log(self, level: int, key: tuple[str, str], msg: str, *args: object) -> None:
-        """Log ``msg`` at ``level`` for ``key``, at most once per ``period_s``."""
+        """Log ``msg`` at ``level`` for ``key``, at most ``lines`` times per ``period_s``."""
         now = time.monotonic()
-        last, held = self._last.get(key, (-1e18, 0))
-        if now - last < self._period:
-            self._last[key] = (last, held + 1)
+        start, logged, held = self._last.get(key, (-1e18, 0, 0))
+        if now - start >= self._period:
+            start, logged = now, 0
+        if logged >= self._lines:
+            self._last[key] = (start, logged, held + 1)
             return
-        self._last[key] = (now, 0)
+        self._last[key] = (start, logged + 1, 0)
         suffix = f" (+{held} more since last report)" if held else ""
         self._logger.log(level, msg + suffix, *args)
 
