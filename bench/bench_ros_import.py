@@ -3,14 +3,20 @@
 
 Run by hand (not part of the test suite)::
 
-    python bench/bench_ros_import.py [--size-gb 1.0] [--repeats 3] [--dir DIR]
+    python bench/bench_ros_import.py [--size-gb 1.0] [--repeats 3] [--dir DIR] [--lidar scan]
 
 Writes (once; kept in ``--dir``, default a directory under the system temp
 dir, and reused while its parameters match) a rosbag2 directory with
 ``rosbags`` (mcap storage): a PointCloud2 lidar (x, y, z, intensity float32,
 ~100k points, 10 Hz), two CompressedImage cameras (real JPEG bytes of
 ~100-200 KB, 30 and 20 Hz) and an Imu at 200 Hz, header stamps a few ms
-before the log times. Then, repeat by repeat and in a rotating order, it times:
+before the log times. The lidar (``--lidar``): ``scan`` (default) is what a
+spinning lidar gives, 128 rings of points on a street (ground, building
+fronts, parked cars), ranges in mm with 1 cm of noise, smooth along a ring,
+intensity small integers by surface (LZ4 with byte shuffle stores it in ~77%);
+``noise`` is the older cloud, ranges with 5 cm of noise and random intensities,
+which hardly compresses (~84%). Then, repeat by repeat and in a rotating order,
+it times:
 
 (a) ``hyperframes.ros.import_bag`` of the bag to a ``.hf`` file (default
     codecs, 100 ms windows, header time; includes finalize + fsync);
@@ -25,9 +31,12 @@ before the log times. Then, repeat by repeat and in a rotating order, it times:
 
 The bag is read once before timing, so every side reads it from the page
 cache. Reported: medians over the repeats of MB/s (bag bytes on disk) and
-messages/s, the ratios import/rosbags-read (goal >= 0.5x: our writing costs at
-most as much as their reading) and import/mcap-read, each with the lowest and
-highest ratio of single repeats.
+messages/s, the ratios import/rosbags-read (the issue's goal, >= 0.5x: out of
+reach, since (b2), reading and writing the bytes once with an fsync, is itself
+~0.3x of (b); the line says what (b2) reaches), import/rosbags-read+write
+(the floor of any importer that writes and syncs; aim >= 0.7x) and
+import/mcap-read, each with the lowest and highest ratio of single repeats;
+and the size of the ``.hf`` file.
 """
 
 from __future__ import annotations
@@ -107,17 +116,52 @@ def _jpegs(rng: np.random.Generator, w: int, h: int) -> list[bytes]:
     return out
 
 
-def _cloud(rng: np.random.Generator, stamp: int) -> object:
-    """A spinning-lidar-like scan: 128 rings, ranges with noise, x, y, z, intensity float32."""
-    rings = 128
-    az = np.linspace(0, 2 * np.pi, POINTS // rings, endpoint=False, dtype=np.float32)
-    el = np.linspace(-0.4, 0.2, rings, dtype=np.float32)[:, None]
-    rng_m = 20 + 10 * np.sin(3 * az + stamp / SECOND) + rng.normal(0, 0.05, (rings, az.size))
-    pts = np.empty((rings * az.size, 4), np.float32)
+RINGS = 128
+LIDARS = ("scan", "noise")
+
+
+def _scan(rng: np.random.Generator, stamp: int) -> np.ndarray:
+    """A spinning lidar's scan from a car in a street, (N, 4) x, y, z, intensity float32,
+    ring by ring: the ground 1.8 m below for the rings that look down, building fronts
+    8-40 m away by azimuth sector and parked cars nearer, all drifting with time; ranges
+    in mm with 1 cm of noise; intensity a small integer by surface (asphalt, facades)."""
+    t = stamp / SECOND
+    az = np.linspace(0, 2 * np.pi, POINTS // RINGS, endpoint=False)
+    el = np.linspace(-0.4, 0.2, RINGS)[:, None]
+    sector = ((az + 0.05 * t) * 12 / (2 * np.pi)).astype(int) % 12
+    fronts = np.array([12, 25, 9, 40, 18, 30, 15, 22, 35, 11, 28, 20], float)[sector]
+    fronts = fronts * (1 + 0.05 * np.sin(7 * az))
+    cars = np.where(np.sin(5 * az + 0.2 * t) > 0.85, 6 + 2 * np.sin(3 * az), np.inf)
+    wall = np.minimum(fronts, cars)[None, :] / np.cos(el)
+    ground = np.where(el < 0, 1.8 / np.sin(-np.minimum(el, -1e-3)), np.inf)
+    on_ground = ground <= wall
+    r = np.round(np.minimum(ground, wall) + rng.normal(0, 0.01, on_ground.shape), 3)
+    refl = np.where(on_ground, 18, 60 + 30 * (sector % 3))
+    pts = np.empty((r.size, 4), np.float32)
+    pts[:, 0] = (r * np.cos(el) * np.cos(az)).ravel()
+    pts[:, 1] = (r * np.cos(el) * np.sin(az)).ravel()
+    pts[:, 2] = (r * np.sin(el)).ravel()
+    pts[:, 3] = np.clip(refl + rng.integers(-4, 5, r.shape), 0, 255).ravel()
+    return pts
+
+
+def _noise(rng: np.random.Generator, stamp: int) -> np.ndarray:
+    """The older cloud: 128 rings, ranges with 5 cm of noise, random intensities (LZ4 with
+    byte shuffle hardly shrinks it)."""
+    az = np.linspace(0, 2 * np.pi, POINTS // RINGS, endpoint=False, dtype=np.float32)
+    el = np.linspace(-0.4, 0.2, RINGS, dtype=np.float32)[:, None]
+    rng_m = 20 + 10 * np.sin(3 * az + stamp / SECOND) + rng.normal(0, 0.05, (RINGS, az.size))
+    pts = np.empty((RINGS * az.size, 4), np.float32)
     pts[:, 0] = (rng_m * np.cos(el) * np.cos(az)).ravel()
     pts[:, 1] = (rng_m * np.cos(el) * np.sin(az)).ravel()
     pts[:, 2] = (rng_m * np.sin(el)).ravel()
     pts[:, 3] = rng.integers(0, 255, pts.shape[0]).astype(np.float32)
+    return pts
+
+
+def _cloud(rng: np.random.Generator, stamp: int, lidar: str) -> object:
+    """A PointCloud2 of the ``lidar`` cloud (``scan`` or ``noise``), x, y, z, intensity."""
+    pts = _scan(rng, stamp) if lidar == "scan" else _noise(rng, stamp)
     pf = T["sensor_msgs/msg/PointField"]
     fields = [pf(name=n, offset=4 * i, datatype=7, count=1)
               for i, n in enumerate(["x", "y", "z", "intensity"])]  # fmt: skip
@@ -144,12 +188,13 @@ def bag_bytes(bag: Path) -> int:
     return sum(p.stat().st_size for p in bag.iterdir() if p.is_file())
 
 
-def write_bag(bag: Path, size_gb: float) -> None:
+def write_bag(bag: Path, size_gb: float, lidar: str) -> None:
     """The bag, ``size_gb`` GB of messages (stops at the first second past it)."""
     rng = np.random.default_rng(20)
     cams = {topic: _jpegs(rng, 1280, 720) for topic, typ, _ in TOPICS if "Compressed" in typ}
     sizes = [len(j) for js in cams.values() for j in js]
-    print(f"writing {bag} ({size_gb} GB; JPEG {min(sizes) // 1000}-{max(sizes) // 1000} KB)")
+    print(f"writing {bag} ({size_gb} GB, lidar {lidar}; "
+          f"JPEG {min(sizes) // 1000}-{max(sizes) // 1000} KB)")  # fmt: skip
     if bag.exists():
         shutil.rmtree(bag)
     target = size_gb * 1e9
@@ -168,7 +213,7 @@ def write_bag(bag: Path, size_gb: float) -> None:
                 stamp = log - (1 + (i * 7) % 9) * 1_000_000  # 1-9 ms before the log time
                 typ = next(t for name, t, _ in TOPICS if name == topic)
                 if typ == "sensor_msgs/msg/PointCloud2":
-                    msg = _cloud(rng, stamp)
+                    msg = _cloud(rng, stamp, lidar)
                 elif typ == "sensor_msgs/msg/CompressedImage":
                     data = cams[topic][(second * 30 + i) % JPEGS]
                     msg = T[typ](header=_header(stamp, topic.split("/")[2]), format="jpeg",
@@ -183,14 +228,15 @@ def write_bag(bag: Path, size_gb: float) -> None:
           f"{time.monotonic() - t0:.0f} s")  # fmt: skip
 
 
-def ensure_bag(root: Path, size_gb: float) -> Path:
-    bag = root / f"bag_{size_gb:g}gb"
+def ensure_bag(root: Path, size_gb: float, lidar: str) -> Path:
+    bag = root / f"bag_{size_gb:g}gb_{lidar}"
     stamp = bag / "bench.json"
-    want = {"size_gb": size_gb, "topics": TOPICS, "points": POINTS, "version": 1}
+    want = {"size_gb": size_gb, "topics": TOPICS, "points": POINTS, "lidar": lidar,
+            "version": 2}  # fmt: skip
     if stamp.exists() and json.loads(stamp.read_text()) == json.loads(json.dumps(want)):
         print(f"using the cached bag {bag} ({bag_bytes(bag) / MB:.0f} MB)")
         return bag
-    write_bag(bag, size_gb)
+    write_bag(bag, size_gb, lidar)
     stamp.write_text(json.dumps(want))
     return bag
 
@@ -198,10 +244,14 @@ def ensure_bag(root: Path, size_gb: float) -> Path:
 # --- the three readers --------------------------------------------------------
 
 
+STORED: list[int] = []  # the .hf file's size, import by import
+
+
 def run_import(bag: Path, out: Path) -> int:
     report = import_bag(bag, out, window_ns=100_000_000, overwrite=True)
     if report.problems:
         raise SystemExit(f"import problems: {report.problems}")
+    STORED.append(out.stat().st_size)
     out.unlink()
     return int(report.frames)
 
@@ -265,9 +315,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=3, help="runs of each (default 3; 0: bag only)")
     ap.add_argument("--dir", type=Path, default=Path(tempfile.gettempdir()) / "hf_bench_ros",
                     help="where the bag is kept between runs (and the .hf written)")  # fmt: skip
+    ap.add_argument("--lidar", choices=LIDARS, default="scan",
+                    help="the lidar's points: scan (a street, default) or noise (hardly "
+                         "compresses)")  # fmt: skip
     args = ap.parse_args(argv)
     args.dir.mkdir(parents=True, exist_ok=True)
-    bag = ensure_bag(args.dir, args.size_gb)
+    bag = ensure_bag(args.dir, args.size_gb, args.lidar)
     if args.repeats < 1:  # --repeats 0: write the bag only
         return 0
     size = bag_bytes(bag)
@@ -308,7 +361,8 @@ def main(argv: list[str] | None = None) -> int:
                 f"{size / MB / times[name][-1]:7.1f} MB/s  ({counts[name]} messages/frames)"
             )
     messages = counts["rosbags read"]
-    print(f"\nload at the end {os.getloadavg()[0]:.1f}\n")
+    print(f"\nload at the end {os.getloadavg()[0]:.1f}; the .hf file {STORED[-1] / MB:.0f} MB "
+          f"({STORED[-1] / size:.0%} of the bag)\n")  # fmt: skip
     print(f"| {'measure':<18} | {'median s':>9} | {'MB/s':>7} | {'messages/s':>11} |")
     print(f"|{'-' * 20}|{'-' * 11}|{'-' * 9}|{'-' * 13}|")
     for name in names:
@@ -317,13 +371,18 @@ def main(argv: list[str] | None = None) -> int:
     print()
     imp = times["import"]
     bases = ("rosbags read", "rosbags read+write", "mcap read", "mcap_ros2 decode")
+    med_of = {k: statistics.median(v) for k, v in times.items()}
+    floor = med_of["rosbags read"] / med_of["rosbags read+write"]
+    goals = {"rosbags read": 0.5, "rosbags read+write": 0.7}
     for base in bases:
-        goal = 0.5 if base == "rosbags read" else None
+        goal = goals.get(base)
         if base not in times:
             continue
         ratios = [b / a for a, b in zip(imp, times[base], strict=True)]
         med = statistics.median(times[base]) / statistics.median(imp)
         verdict = "" if goal is None else f"  goal >= {goal}x: {'PASS' if med >= goal else 'MISS'}"
+        if base == "rosbags read":
+            verdict += f" (read+write+fsync alone: {floor:.2f}x)"
         print(f"import / {base:<18} {med:.2f}x  (repeats {min(ratios):.2f}-{max(ratios):.2f}x)"
               f"{verdict}")  # fmt: skip
     return 0

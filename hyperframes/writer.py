@@ -30,6 +30,7 @@ from hyperframes.format.codecs import (
     CODEC_BLOSC2,
     CODEC_LZ4,
     CODEC_LZ4_BLOCKS,
+    CODEC_NONE,
     CODEC_ZSTD,
     CODEC_ZSTD_BLOCKS,
     DEFAULT_ARRAY_CODEC,
@@ -84,6 +85,10 @@ _USER_BITS = int(_USER_FLAGS)
 _LATE = int(FrameFlags.LATE)
 _QUARANTINED = int(FrameFlags.QUARANTINED)
 _ZEROS = bytes(ALIGN)
+# Frames stored raw (codec none: only checksummed) or smaller than this are encoded on the
+# caller's thread: handing one to the pool costs more (~20 us and a GIL switch a frame;
+# 200 Hz IMU samples of a ROS bag import spent more there than in everything else)
+_INLINE_BYTES = 32 << 10
 
 
 class WriteFrame(NamedTuple):
@@ -184,7 +189,9 @@ class HyperframeWriter:
     recoverable ``NAME.tmp`` and never a file under the final name.
 
     Not thread-safe: one thread drives a writer. Compression runs on an
-    internal pool of ``threads`` workers (LZ4 and ZSTD release the GIL).
+    internal pool of ``threads`` workers (LZ4 and ZSTD release the GIL);
+    frames stored raw, and frames under 32 KiB, are encoded on the calling
+    thread (the hand-off would cost more).
     A compressed frame of at least two ``block_size`` blocks is stored in
     independent blocks that readers decode on several threads (0: never).
     """
@@ -667,9 +674,16 @@ class HyperframeWriter:
         if not 0 <= stream_index <= _U32_MAX:
             raise ValueError(f"stream {stream_id}: stream_index {stream_index} outside u32")
         self._next_index[stream_id] = stream_index + 1
-        future = self._pool.submit(
-            _encode, view, self._codecs[stream_id], self._itemsize[stream_id], self.block_size
-        )
+        spec = self._codecs[stream_id]
+        args = (view, spec, self._itemsize[stream_id], self.block_size)
+        if spec.codec_id == CODEC_NONE or size < _INLINE_BYTES:
+            future: Future[tuple[BytesLike, int, int]] = Future()
+            try:
+                future.set_result(_encode(*args))
+            except Exception as exc:  # raised from result(), as a pool's would be
+                future.set_exception(exc)
+        else:
+            future = self._pool.submit(_encode, *args)
         self._pending.append(
             _Pending(
                 stream_id,
