@@ -106,6 +106,7 @@ class ConvertConfig:
     verify: VerifyConfig = field(default_factory=VerifyConfig)
     batch: BatchConfig = field(default_factory=BatchConfig)
     keep: tuple[str, ...] = ()  # stream names or ids left exactly as they are
+    catalog: str | None = None  # a fleet catalog root each output is added to (None: none)
     source: str | None = None
 
     def fingerprint(self) -> dict[str, Any]:
@@ -146,6 +147,8 @@ class ConvertConfig:
             "lease_s": b.lease_s,
         }
         doc["keep"] = list(self.keep)
+        if self.catalog is not None:
+            doc["catalog"] = self.catalog
         return doc
 
     def with_overrides(
@@ -183,7 +186,7 @@ def _name(key: str, value: object) -> str:
     return v.string(key, value)
 
 
-_TOP_KEYS = ("video", "lossless", "verify", "batch", "keep")
+_TOP_KEYS = ("video", "lossless", "verify", "batch", "keep", "catalog")
 _VIDEO_KEYS = (
     "encoder",
     "quality",
@@ -283,6 +286,7 @@ def parse_config(data: object, source: str | None = None) -> ConvertConfig:
             verify=_verify(s.section("verify")),
             batch=_batch(s.section("batch")),
             keep=() if keep is None else _keep(keep),
+            catalog=s.get("catalog", v.catalog_root, None),
             source=source,
         )
     except v.ConfigError as exc:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import difflib
 import math
 import os
+import re
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -29,6 +30,7 @@ import numpy as np
 
 from hyperframes._install import install_hint
 from hyperframes.errors import ConfigError
+from hyperframes.storage.objects import split_s3_url
 
 __all__ = [
     "ConfigError",
@@ -43,6 +45,8 @@ __all__ = [
     "suggest",
     "join",
     "string",
+    "store_root",
+    "catalog_root",
     "boolean",
     "int_in",
     "number",
@@ -241,6 +245,36 @@ def string(key: str, value: object) -> str:
     if not isinstance(value, str) or not value:
         raise ConfigError(key, f"must be a non-empty string, got {kind(value)}")
     return value
+
+
+def store_root(key: str, value: object, *, absolute: bool = True) -> str:
+    """Where bytes go or a catalog lives: ``s3://BUCKET[/PREFIX]``, or a directory
+    (``file://`` accepted; made absolute with ``absolute``, as a task may run in
+    another folder)."""
+    text = string(key, value)
+    if not text.strip():
+        raise ConfigError(key, "must be s3://BUCKET[/PREFIX] or a directory, got blanks")
+    if text.startswith("s3://"):
+        try:
+            split_s3_url(text)
+        except ValueError as exc:
+            raise ConfigError(key, str(exc)) from None
+        return text
+    if text.startswith("file://"):
+        text = text[len("file://") :]
+    elif re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", text):
+        raise ConfigError(
+            key,
+            f"unsupported scheme {text.split('://', 1)[0]}:// (allowed: s3://BUCKET[/PREFIX] "
+            "or a directory)",
+        )
+    path = Path(text).expanduser()
+    return str(path.absolute() if absolute else path)
+
+
+def catalog_root(key: str, value: object) -> str:
+    """A fleet catalog root (:func:`store_root`, made absolute)."""
+    return store_root(key, value)
 
 
 def boolean(key: str, value: object) -> bool:

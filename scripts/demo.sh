@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Installs hyperframes with what the README's tour uses (recorder, viz, mcap, converter),
+# Installs hyperframes with what the README's tour uses (recorder, viz, mcap, converter, catalog),
 # then records 6 s of simulated sensor traffic over loopback ZeroMQ (configs/demo.yaml:
 # 2 cameras, a lidar, an IMU), and shows what was recorded.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh recorder,viz,mcap,converter
+scripts/setup.sh recorder,viz,mcap,converter,catalog
 hf=.venv/bin/hyperframes
 out=$(mktemp -d "${TMPDIR:-/tmp}/hyperframes-demo.XXXXXX")
 sed "s|^output_dir:.*|output_dir: $out|" configs/demo.yaml > "$out/demo.yaml"

@@ -253,11 +253,11 @@ def rclone_binary() -> str | None:
         exe = folder / "rclone"
         if exe.is_file() and os.access(exe, os.X_OK):
             return str(exe)
-    exe = shutil.which("rclone")
-    if exe:
-        probe = subprocess.run([exe, "serve", "s3", "--help"], capture_output=True, check=False)
+    found = shutil.which("rclone")
+    if found:
+        probe = subprocess.run([found, "serve", "s3", "--help"], capture_output=True, check=False)
         if probe.returncode == 0:
-            return exe
+            return found
     return None
 
 
@@ -311,6 +311,7 @@ def rclone_s3(
                 _stop(proc)
                 if attempt >= 3:  # the free port was taken meanwhile, or a real failure
                     raise StoreUnavailable(f"{exc}; its log:\n{_tail(log)}") from None
+        assert proc is not None  # the loop ends only once a server answered
         first = (version.stdout.splitlines() or ["rclone ?"])[0]
         yield S3Store(
             "rclone",

@@ -2,7 +2,7 @@
 
 The checkout is copied (tracked files only) to a temporary directory and set
 up exactly as the README says before the tour (``scripts/setup.sh
-recorder,viz,mcap,converter``, what ``scripts/demo.sh`` runs), with no
+recorder,viz,mcap,converter,catalog``, what ``scripts/demo.sh`` runs), with no
 system site packages: nothing installed for the test suite leaks in. Then
 the tour's shell block runs line by line from the copy's root, its Python
 snippet runs as written, and each page in docs/ gets its first example run,
@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]  # a fresh venv: minutes
 
 # what README says to install before the tour (the demo's extras)
-TOUR_EXTRAS = "recorder,viz,mcap,converter"
+TOUR_EXTRAS = "recorder,viz,mcap,converter,catalog"
 
 # per doc: placeholder -> the tour's file, and the lines skipped (prefix -> why)
 # (the tour's demo.hf lasts 10 s; seg.hf is the snippet's 1 s file; the converter gets seg.hf,

@@ -52,6 +52,7 @@ from hyperframes.converter.bucket.store import (
     LeaseLostError,
     StoreModes,
 )
+from hyperframes.converter.cataloging import catalog_output
 from hyperframes.converter.config import ConvertConfig, parse_config
 from hyperframes.converter.convert import (
     PhaseProgress,
@@ -294,6 +295,8 @@ class _Job:
             sha, obj.etag, obj.size, {**base, "converted_ns": time.time_ns(), "result": doc}
         )
         outcome.update(status="converted", result=doc)
+        catalog_output(self.config.catalog, result.output, outcome, uri=outcome["output"],
+                       etag=self.published_etag, sha256=outcome.get("output_sha256"))  # fmt: skip
 
     def _phase(self, phase: str) -> Callable[[int, int], None] | None:
         """A transfer's ``(bytes done, bytes in all)`` reported as ``phase``."""
@@ -303,6 +306,7 @@ class _Job:
         return lambda done, total: report(done, total, done, phase)
 
     progress: PhaseProgress | None = None
+    published_etag: str | None = None
 
     def publish(self, local: Path, outcome: dict[str, Any]) -> None:
         """Steps 4 and 5: staging upload, its check, the conditional copy."""
@@ -338,6 +342,7 @@ class _Job:
                     rule="upload",
                 )
             outcome["output_sha256"] = sha
+            self.published_etag = there.etag
         finally:
             self.outb.delete(staging)
 

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from hyperframes.converter import __version__
+from hyperframes.converter.cataloging import catalog_output
 from hyperframes.converter.config import ConvertConfig, parse_config
 from hyperframes.converter.convert import (
     PhaseProgress,
@@ -167,6 +168,7 @@ def process_input(
             }
             _write_marker(out_dir, sha, key, doc)
             outcome.update(status="converted", result=result.to_dict())
+            catalog_output(config.catalog, result.output, outcome)
     except Exception as exc:  # every application error becomes an outcome, never a retry
         outcome.update(status="failed", fault=fault_of(exc), error=error_of(exc), reason=str(exc))
     outcome["seconds"] = round(time.monotonic() - t0, 3)

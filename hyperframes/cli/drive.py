@@ -8,12 +8,16 @@ Registered by :mod:`hyperframes.cli.main`. Handlers raise typed errors
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
+import re
 import sys
+import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hyperframes.drive import Drive, find_drives, open_drive
 from hyperframes.drive.splice import CutResult, cat_files, slice_drive
@@ -21,6 +25,9 @@ from hyperframes.drive.usage import Usage, disk_usage
 from hyperframes.errors import DriveError, HyperframesError
 from hyperframes.format.times import format_utc as _iso
 from hyperframes.format.times import parse_time
+
+if TYPE_CHECKING:
+    from hyperframes.catalog.manifest import ManifestEntry
 
 __all__ = ["register"]
 
@@ -187,6 +194,12 @@ def _report(args: argparse.Namespace, what: str, res: CutResult, t0: float) -> N
 
 
 def _slice(args: argparse.Namespace) -> int:
+    if args.manifest is not None:
+        if args.drive or args.start is not None or args.end is not None or args.stream:
+            raise ValueError("--manifest takes no DRIVE, --start, --end or --stream")
+        return _slice_manifest(args)
+    if not args.drive or args.start is None or args.end is None:
+        raise ValueError("slice needs DRIVE, --start and --end (or --manifest)")
     t0 = time.monotonic()
     with open_drive(_source(args.drive), vehicle=args.vehicle) as drive:
         start = parse_time(args.start, drive.start_ns)
@@ -203,6 +216,111 @@ def _slice(args: argparse.Namespace) -> int:
             progress=_progress(args, "segments"),
         )
     _report(args, "wrote", res, t0)
+    return 0
+
+
+def _clips(entries: Sequence[ManifestEntry]) -> list[list[ManifestEntry]]:
+    """The manifest's clips: an entry alone, or the consecutive entries of one event (an
+    event whose range runs from one segment into the next is one clip)."""
+    out: list[list[ManifestEntry]] = []
+    for e in entries:
+        if out and e.event_id is not None and out[-1][-1].event_id == e.event_id:
+            out[-1].append(e)
+        else:
+            out.append([e])
+    return out
+
+
+def _clip_name(clip: Sequence[ManifestEntry], taken: set[str]) -> str:
+    """``{vehicle}_{event name or 'clip'}_{start, UTC to the ms}.hf``, unique among ``taken``."""
+    e = clip[0]
+    start = min(x.start_ns for x in clip)
+    stamp = _iso(start).replace("-", "").replace(":", "")
+    parts = (e.vehicle or "vehicle", e.event_name or "clip", stamp)
+    base = "_".join(re.sub(r"[^A-Za-z0-9._-]+", "-", x).strip("._-") or "x" for x in parts)
+    name, n = f"{base}.hf", 1
+    while name in taken:
+        n += 1
+        name = f"{base}-{n}.hf"
+    taken.add(name)
+    return name
+
+
+def _checked_source(e: ManifestEntry, scratch: Path) -> str:
+    """The entry's segment as a local path, checked against the manifest first (an object is
+    downloaded into ``scratch``, only while its ETag is the manifest's)."""
+    from hyperframes.catalog.errors import ManifestError  # noqa: PLC0415
+    from hyperframes.catalog.manifest import open_entry  # noqa: PLC0415
+    from hyperframes.storage.objects import (  # noqa: PLC0415
+        classify_error,
+        client_for,
+        fail,
+        is_url,
+        split_s3_url,
+    )
+
+    open_entry(e, verify=False).close()
+    if not is_url(e.uri):
+        return e.uri
+    bucket, key = split_s3_url(e.uri)
+    local = scratch / f"{len(list(scratch.iterdir()))}" / key.rpartition("/")[2]
+    local.parent.mkdir()
+    cond = {"IfMatch": e.etag} if e.etag else {}
+    try:
+        body = client_for().get_object(Bucket=bucket, Key=key, **cond)["Body"]
+        with local.open("wb") as out:
+            while chunk := body.read(8 << 20):
+                out.write(chunk)
+    except Exception as exc:  # botocore raises many kinds
+        why = classify_error(exc)
+        if why.status == 412 or why.code == "PreconditionFailed":
+            raise ManifestError(e.uri, "the object changed since the snapshot (ETag)") from None
+        raise fail(e.uri, exc) from None
+    return os.fspath(local)
+
+
+def _slice_manifest(args: argparse.Namespace) -> int:
+    """``slice --manifest SET.parquet -o OUTDIR``: every clip of a manifest as a file."""
+    from hyperframes.catalog.manifest import read_manifest  # noqa: PLC0415
+
+    t0 = time.monotonic()
+    clips = _clips(read_manifest(args.manifest))
+    out_dir: Path = args.output
+    out_dir.mkdir(parents=True, exist_ok=True)
+    taken: set[str] = set()
+    done: list[dict[str, Any]] = []
+    show = _progress(args, "clips")
+    with tempfile.TemporaryDirectory(prefix="hf-slice-") as tmp:
+        for i, clip in enumerate(clips):
+            scratch = Path(tmp) / str(i)
+            scratch.mkdir()
+            sources = [_checked_source(e, scratch) for e in clip]
+            streams = list(clip[0].streams) or None
+            res = slice_drive(
+                sources,
+                min(e.start_ns for e in clip),
+                max(e.end_ns for e in clip),
+                out_dir / _clip_name(clip, taken),
+                streams=streams,
+                overwrite=args.force,
+            )
+            for s in sources:  # downloads go as soon as their clip is written
+                if s.startswith(tmp):
+                    with contextlib.suppress(OSError):
+                        Path(s).unlink()
+            done.append({"output": str(res.output), "uris": [e.uri for e in clip],
+                         "event_id": clip[0].event_id, "frames": res.frames,
+                         "bytes": res.bytes})  # fmt: skip
+            if show is not None:
+                show(i + 1, len(clips))
+    if args.json:
+        print(json.dumps({"clips": done, "verified": True}, indent=2))
+    elif not args.quiet:
+        frames = sum(d["frames"] for d in done)
+        print(
+            f"wrote {len(done)} clips into {out_dir}: {frames} frames, "
+            f"{_mb(sum(d['bytes'] for d in done))} in {time.monotonic() - t0:.1f} s; verified"
+        )
     return 0
 
 
@@ -290,16 +408,21 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="cut a time range out of a drive into one verified file (payloads copied as stored)",
         epilog=times,
     )
-    p.add_argument("drive", nargs="+", metavar="DRIVE", help="a directory, a glob or files")
-    p.add_argument("--start", required=True, metavar="T")
-    p.add_argument("--end", required=True, metavar="T")
+    p.add_argument("drive", nargs="*", metavar="DRIVE", help="a directory, a glob or files")
+    p.add_argument("--start", metavar="T")
+    p.add_argument("--end", metavar="T")
+    p.add_argument(
+        "--manifest", type=Path, metavar="SET.parquet",
+        help="cut every clip of a catalog snapshot instead, each source checked against it; "
+        "-o is then a directory",
+    )  # fmt: skip
     p.add_argument("--stream", action="append", metavar="NAME", help="keep this stream (repeat)")
     p.add_argument(
         "--streams", dest="stream", action="extend", nargs="+", metavar="NAME",
         help="keep these streams",
     )  # fmt: skip
     p.add_argument("--vehicle", help="the vehicle, when DRIVE holds several")
-    p.add_argument("-o", "--output", required=True, type=Path, metavar="OUT.hf")
+    p.add_argument("-o", "--output", required=True, type=Path, metavar="OUT.hf|OUTDIR")
     p.add_argument("-f", "--force", action="store_true", help="replace an existing output")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress output")
     p.add_argument("--json", action="store_true", help="machine-readable summary")

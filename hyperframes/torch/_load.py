@@ -53,10 +53,13 @@ def plan_step(
     fw = catalog.files[file]
     wid = int(fw.window_ids[window])
     start, end = window_start(wid, catalog.window_ns), window_end(wid, catalog.window_ns)
+    lo, hi = start, end  # (lo, hi]: the window, or the part of it in a manifest's clip
+    if fw.span is not None:
+        lo, hi = max(lo, fw.span[0] - 1), min(hi, fw.span[1])
     own: dict[str, range] = {}
     for name, sid in fw.stream_ids.items():
         _, ts = state.stream(fw.path, sid)
-        a, b = search.window_between(ts, start, end)
+        a, b = search.window_between(ts, lo, hi)
         own[name] = range(a, b)
     missing = {name: len(r) == 0 for name, r in own.items()}
     if align is None:

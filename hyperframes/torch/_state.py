@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import threading
 from collections import OrderedDict
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -19,6 +20,7 @@ from torch.utils.data import get_worker_info
 from hyperframes.format.layout import FrameFlags
 from hyperframes.reader import HyperframeReader
 from hyperframes.torch.cache import FrameCache
+from hyperframes.torch.catalog import open_pinned
 
 __all__ = ["WorkerState"]
 
@@ -28,8 +30,16 @@ _KEYFRAME = int(FrameFlags.KEYFRAME)
 class WorkerState:
     """Readers (LRU, at most ``max_open_files``), the frame cache, video streams, a thread pool."""
 
-    def __init__(self, *, max_open_files: int, cache_mb: float, verify: bool) -> None:
+    def __init__(
+        self,
+        *,
+        max_open_files: int,
+        cache_mb: float,
+        verify: bool,
+        pins: Mapping[str, Sequence[Any]] | None = None,
+    ) -> None:
         self.pid = os.getpid()
+        self.pins = pins  # path -> manifest entries: checked each time the file is opened
         self.max_open_files = max(1, max_open_files)
         self.verify = verify
         self.cache = FrameCache(cache_mb) if cache_mb > 0 else None
@@ -58,7 +68,11 @@ class WorkerState:
             old_reader.close()
         # in a DataLoader worker, the workers already use the cores: one frame, one thread
         threads = 1 if get_worker_info() is not None else None
-        r = HyperframeReader(path, verify=self.verify, threads=threads)
+        pinned = self.pins.get(path) if self.pins else None
+        if pinned:
+            r = open_pinned(pinned, verify=self.verify, threads=threads)
+        else:
+            r = HyperframeReader(path, verify=self.verify, threads=threads)
         self._readers[path] = r
         return r
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Self
 
 import numpy as np
 from torch.utils.data import Dataset
@@ -34,7 +34,14 @@ from hyperframes.sync import ClockCheck
 from hyperframes.torch._load import DecodeMode, load_steps, plan_step
 from hyperframes.torch._state import WorkerState
 from hyperframes.torch.cache import CacheStats
-from hyperframes.torch.catalog import Align, Catalog, PathsLike, build_catalog, select_spans
+from hyperframes.torch.catalog import (
+    Align,
+    Catalog,
+    PathsLike,
+    build_catalog,
+    manifest_catalog,
+    select_spans,
+)
 
 __all__ = ["Sample", "HyperframeDataset", "SequenceDataset"]
 
@@ -47,7 +54,7 @@ class _Base(Dataset[Sample]):
 
     def __init__(
         self,
-        paths: PathsLike,
+        paths: PathsLike | Catalog,
         *,
         streams: Sequence[str] | None,
         decode: DecodeMode,
@@ -62,7 +69,10 @@ class _Base(Dataset[Sample]):
             raise ValueError(f"decode must be one of {', '.join(_MODES)}, got {decode!r}")
         if cache_mb < 0:
             raise ValueError(f"cache_mb must be >= 0, got {cache_mb}")
-        self.catalog: Catalog = build_catalog(paths, streams, align)
+        if isinstance(paths, Catalog):  # built already (from_manifest)
+            self.catalog: Catalog = paths
+        else:
+            self.catalog = build_catalog(paths, streams, align)
         self.decode: DecodeMode = decode
         self.align = align
         self.cache_mb = cache_mb
@@ -103,10 +113,34 @@ class _Base(Dataset[Sample]):
         st = self._state
         if st is None or st.pid != os.getpid():  # first use, or inherited through fork
             st = WorkerState(
-                max_open_files=self.max_open_files, cache_mb=self.cache_mb, verify=self.verify
+                max_open_files=self.max_open_files,
+                cache_mb=self.cache_mb,
+                verify=self.verify,
+                pins=self.catalog.pins,
             )
             self._state = st
         return st
+
+    @classmethod
+    def from_manifest(cls, manifest: str | os.PathLike[str], *args: Any, **kwargs: Any) -> Self:
+        """The dataset of exactly the clips a manifest (``hyperframes catalog snapshot``) pins.
+
+        Serves the windows of each entry's ``[start_ns, end_ns]`` in its uri (a
+        path or an ``s3://`` object, read with range reads), entry by entry in
+        manifest order, and of those windows only the frames stamped in the
+        range. ``streams`` defaults to the streams every entry lists. Every
+        file is checked against the manifest when it is opened, here and again
+        in each DataLoader worker:
+        :class:`~hyperframes.catalog.errors.ManifestError` names a uri that is
+        gone or whose bytes changed since the snapshot (ETag of an object,
+        header fingerprint of a file). The other arguments are the class's own.
+        Needs the ``catalog`` extra.
+        """
+        from hyperframes.catalog.manifest import read_manifest  # noqa: PLC0415
+
+        entries = read_manifest(manifest)
+        catalog = manifest_catalog(entries, kwargs.get("streams"), kwargs.get("align"))
+        return cls(catalog, *args, **kwargs)
 
     def close(self) -> None:
         """Close this process's readers and decoders (they reopen on the next sample)."""
@@ -140,11 +174,14 @@ class HyperframeDataset(_Base):
     ``around`` keeps only the windows around events of that name (from the
     files' event streams and their directories' event logs), ``pre_s``
     before and ``post_s`` after each (default: the event's own).
+    :meth:`from_manifest` serves exactly the clips of a catalog snapshot;
+    ``paths`` may also be a :class:`~hyperframes.torch.catalog.Catalog` built
+    already (then ``streams`` and ``align`` are the ones it was built with).
     """
 
     def __init__(
         self,
-        paths: PathsLike,
+        paths: PathsLike | Catalog,
         *,
         streams: Sequence[str] | None = None,
         decode: DecodeMode = "cpu",
@@ -226,7 +263,7 @@ class SequenceDataset(_Base):
 
     def __init__(
         self,
-        paths: PathsLike,
+        paths: PathsLike | Catalog,
         length: int,
         *,
         stride: int = 1,

@@ -11,6 +11,15 @@
       when: [/usr/local/bin/depot-link-up]   # argv; exit 0 = uploading allowed now
       delete_after_upload: false
       verify: auto                      # auto | reread | no-reread (s3:// only)
+      catalog: s3://fleet-raw/catalog   # a fleet catalog to add each uploaded segment to
+      mode: all                         # all | events: clips, requests and catalog rows only
+      requests: s3://fleet-raw/requests # where the depot writes requests (absent: none)
+
+``mode`` says what goes up: ``all`` (default) every finalized segment, after
+clips and requested files; ``events`` only event clips, the files a depot
+requested and the catalog rows of every finalized segment (so ``catalog`` is
+required), the segments themselves staying on the vehicle until requested or
+evicted by the disk policy (docs/OPERATIONS.md, Upload).
 
 ``verify`` says what may prove that an object holds the segment's bytes
 (docs/OPERATIONS.md, Upload): ``auto`` takes the store's ETag (an MD5 form) or,
@@ -27,7 +36,6 @@ a profile, an instance role). Keys in the YAML are accepted as
 
 from __future__ import annotations
 
-import re
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,9 +44,9 @@ from typing import Any, Final
 from hyperframes import _yamlconf as v
 from hyperframes._yamlconf import Section
 from hyperframes.errors import ConfigError
-from hyperframes.storage.objects import redact_credentials, split_s3_url
+from hyperframes.storage.objects import redact_credentials
 
-__all__ = ["UploadConfig", "S3Settings", "parse_upload", "VERIFY_MODES"]
+__all__ = ["UploadConfig", "S3Settings", "parse_upload", "VERIFY_MODES", "UPLOAD_MODES"]
 
 _KEYS: Final = (
     "dest",
@@ -59,10 +67,12 @@ _KEYS: Final = (
     "retry_max_s",
     "metrics",
     "verify",
+    "catalog",
+    "mode",
+    "requests",
 )
 VERIFY_MODES: Final = ("auto", "reread", "no-reread")
-# S3 bucket naming rules (the subset every S3-compatible store accepts)
-_URL_RE = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+UPLOAD_MODES: Final = ("all", "events")
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +126,15 @@ class UploadConfig:
     metrics_host: str = "127.0.0.1"
     verify: str = "auto"
     """What proves an object: ``auto``, ``reread`` or ``no-reread`` (module docstring)."""
+    catalog: str | None = None
+    """A fleet catalog root (a directory or ``s3://``) each uploaded segment is added to;
+    ``None``: none (docs/CATALOG.md)."""
+    mode: str = "all"
+    """``all``: every finalized segment goes up (after clips and requested files);
+    ``events``: clips, requested files and the catalog rows of every segment only."""
+    requests: str | None = None
+    """Where the depot writes requests for this vehicle (``s3://`` or a directory),
+    polled by the service; ``None``: no requests."""
 
     @property
     def is_s3(self) -> bool:
@@ -134,21 +153,7 @@ class UploadConfig:
 
 
 def _dest(key: str, value: object) -> str:
-    text = v.string(key, value)
-    if text.startswith("s3://"):
-        try:
-            split_s3_url(text)
-        except ValueError as exc:
-            raise ConfigError(key, str(exc)) from None
-        return text
-    if text.startswith("file://"):
-        text = text[len("file://") :]
-    elif _URL_RE.match(text):
-        scheme = text.split("://", 1)[0]
-        raise ConfigError(
-            key, f"unsupported scheme {scheme}:// (allowed: s3://BUCKET[/PREFIX] or a directory)"
-        )
-    return str(Path(text).expanduser())
+    return v.store_root(key, value, absolute=False)
 
 
 def _when(key: str, value: object) -> tuple[str, ...] | None:
@@ -227,6 +232,13 @@ def parse_upload(data: object) -> UploadConfig:
         secret_access_key_file=s.get("secret_access_key_file", v.path, None),
     )
     when: Any = s.data.get("when", "always")
+    mode = s.get("mode", v.choice(*UPLOAD_MODES), "all")
+    if mode == "events" and not s.has("catalog"):
+        raise ConfigError(
+            s.key("mode"),
+            "upload.mode events needs upload.catalog: the depot's only view of what stays "
+            "on the vehicle",
+        )
     return UploadConfig(
         dest=dest,
         s3=s3,
@@ -241,4 +253,7 @@ def parse_upload(data: object) -> UploadConfig:
         metrics_port=metrics_port,
         metrics_host=metrics_host,
         verify=s.get("verify", v.choice(*VERIFY_MODES), "auto"),
+        catalog=s.get("catalog", v.catalog_root, None),
+        mode=mode,
+        requests=s.get("requests", v.store_root, None),
     )

@@ -266,6 +266,8 @@ class UploadService:
         if doc.get("verified") not in PROOFS:  # every destination proves what it hands back
             raise UploadError("unverifiable", f"{doc.get('url')}: no proof of {c.name}")
         self.marks.mark_uploaded(c.name, doc)
+        if self.up.catalog is not None:
+            self._catalog(path, doc)
         took = max(time.monotonic() - t0, 1e-6)
         self.stats.uploaded_segments += 1
         self.stats.uploaded_bytes += c.size
@@ -285,6 +287,21 @@ class UploadService:
                 fsync_dir(path.parent)
                 self.stats.deleted_after_upload += 1
         return True
+
+    def _catalog(self, path: Path, doc: dict[str, Any]) -> None:
+        """Add the uploaded segment to ``upload.catalog``; a failure is logged and counted,
+        never the upload's."""
+        try:
+            from hyperframes.catalog.append import append_segment  # noqa: PLC0415 - the extra
+
+            append_segment(str(self.up.catalog), str(path), uri=str(doc["url"]),
+                           etag=doc.get("etag"), sha256=doc.get("sha256"))  # fmt: skip
+        except Exception as exc:  # the upload stands whatever the catalog does
+            self.stats.catalog_failures += 1
+            _log.warning("uploaded %s, but adding it to the catalog %s failed: %s",
+                         path.name, self.up.catalog, exc)  # fmt: skip
+        else:
+            self.stats.cataloged_segments += 1
 
     def _hold(self, c: Candidate, exc: UploadError) -> None:
         """Count a failure of this segment alone and start (or lengthen) its own backoff."""

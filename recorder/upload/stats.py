@@ -36,6 +36,8 @@ class UploadStats:
     unreadable_segments: int = 0  # segments that cannot be read, each in its own backoff now
     held: dict[str, int] = field(default_factory=dict)  # segments on their own backoff, by reason
     deleted_after_upload: int = 0
+    cataloged_segments: int = 0  # uploaded segments added to upload.catalog
+    catalog_failures: int = 0  # uploaded segments the catalog could not take (logged)
     allowed: bool = True  # the upload.when condition, last checked
     last_error: str | None = None
     started: float = field(default_factory=time.time)
@@ -64,6 +66,8 @@ class UploadStats:
         failed = sum(self.failures.values())
         if failed:
             parts.append(f"{failed} failures")
+        if self.catalog_failures:
+            parts.append(f"{self.catalog_failures} not cataloged")
         if self.last_error:
             parts.append(f"last error: {self.last_error[:120]}")
         return ", ".join(parts)
