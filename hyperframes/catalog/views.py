@@ -20,6 +20,11 @@ filesystem, listed once at the open (open again to see newer parts); in
 both, filters on ``vehicle`` and ``date`` reach the files, so only the
 matching folders are opened. A table with no part yet is an empty view with
 the right columns.
+
+A question that names its vehicles and dates need not glob (locally) or list
+(in a bucket) a whole table first: :func:`partition_sources` lists only those
+partition folders and reads the table's view over just their parts
+(:func:`~hyperframes.catalog.query.find_events` does so for a vehicle).
 """
 
 from __future__ import annotations
@@ -69,24 +74,12 @@ _DATE_FOLDERS_MAX: Final = 62
 """In a bucket, a vehicle's date range of at most this many days is listed folder by folder
 (one request each, at once); a longer one (or none) by listing the vehicle's folder."""
 _LIST_THREADS: Final = 16
-_READAHEAD: Final = 32
-"""Part files a scan of a bucket catalog reads at once."""
 _FILESYSTEMS: weakref.WeakKeyDictionary[duckdb.DuckDBPyConnection, pafs.FileSystem] = (
     weakref.WeakKeyDictionary()
 )
 """The filesystem each bucket catalog's connection was opened with (for its partitions)."""
 
 DateRange = tuple[dt.date | None, dt.date | None]
-
-
-class _PartsDataset(pads.FileSystemDataset):  # type: ignore[misc]
-    """A table's part files in a bucket: small objects, each read in a few requests whose
-    latency, not bandwidth, bounds a scan; its scans read :data:`_READAHEAD` at once
-    (pyarrow's default is 4)."""
-
-    def scanner(self, *args: Any, **kwargs: Any) -> pads.Scanner:
-        kwargs.setdefault("fragment_readahead", _READAHEAD)
-        return super().scanner(*args, **kwargs)
 
 
 def _bucket_parts(
@@ -110,7 +103,8 @@ def _arrow_dataset(
     loc: Location, table: str, fs: pafs.FileSystem, parts: list[pafs.FileInfo] | None = None
 ) -> pads.Dataset | None:
     """A dataset of ``parts`` (default: every part of the table, listed now), with the hive
-    partitions; each fragment knows its size, so no request asks for it again."""
+    partitions; each fragment knows its size from the listing, so reading a part costs no
+    request for it (a HEAD per part, before)."""
     if parts is None:
         parts = _bucket_parts(fs, loc, table, loc.path(table))
     if not parts:
@@ -119,16 +113,17 @@ def _arrow_dataset(
     fmt = pads.ParquetFileFormat()
     hive = pads.partitioning(PARTITIONING, flavor="hive")
     base = loc.path(table)
-    fragments = [
-        fmt.make_fragment(
-            info.path,
-            filesystem=fs,
-            partition_expression=hive.parse(info.path[len(base) :]),
-            file_size=info.size,
-        )
-        for info in sorted(parts, key=lambda i: i.path)
-    ]
-    return _PartsDataset(fragments, schema, fmt, fs)
+    fragments = []
+    for info in sorted(parts, key=lambda i: i.path):
+        where = hive.parse(info.path[len(base) :])
+        try:
+            frag = fmt.make_fragment(
+                info.path, filesystem=fs, partition_expression=where, file_size=info.size
+            )
+        except TypeError:  # pyarrow < 16 takes no size
+            frag = fmt.make_fragment(info.path, filesystem=fs, partition_expression=where)
+        fragments.append(frag)
+    return pads.FileSystemDataset(fragments, schema, fmt, fs)
 
 
 def _local_source(loc: Location, table: str) -> str:
