@@ -151,3 +151,7 @@ def register(subparsers: Any) -> None:
     p = subparsers.add_parser("sim", help="publish synthetic sensor traffic for a vehicle config")
     add_sim_arguments(p)
     p.set_defaults(handler=_sim)
+
+    from hyperframes.recorder.request_cli import register as register_request  # noqa: PLC0415
+
+    register_request(subparsers)

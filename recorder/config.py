@@ -667,7 +667,9 @@ def _summary(cfg: VehicleConfig) -> Iterator[str]:
         u = cfg.upload
         when = "always" if u.when is None else f"when {u.when[0]} exits 0"
         cap = f", cap {u.bandwidth_mb_s:g} MB/s" if u.bandwidth_mb_s else ""
-        yield f"  upload: to {u.dest}, parts of {u.part_mb} MiB{cap}, {when}"
+        extra = f", catalog {u.catalog}" if u.catalog else ""
+        extra += f", requests {u.requests}" if u.requests else ""
+        yield f"  upload: to {u.dest}, mode {u.mode}, parts of {u.part_mb} MiB{cap}, {when}{extra}"
     for st in cfg.streams:
         i = st.info
         rate = f"{i.rate_hz:g} Hz" if i.rate_hz else "rate ?"

@@ -18,6 +18,11 @@
   counts it). Among the unprotected (and among the protected), segments that
   ``hyperframes upload`` has marked uploaded and verified go first. If even
   that is not enough, recording stops as above.
+
+Only segments are ever deleted here (the files :func:`~hyperframes.recorder.segments.list_segments`
+names in ``output_dir`` itself). Event clips (``events.clips``) live in a directory of
+their own and are bounded by ``events.clips.max_mb`` instead, where only uploaded clips
+make room (:mod:`hyperframes.recorder.events.clips`): a clip is kept until it is uploaded.
 """
 
 from __future__ import annotations

@@ -19,9 +19,10 @@ before ``start`` so that its first frame decodes on its own.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -349,6 +350,7 @@ def slice_drive(
     vehicle: str | None = None,
     overwrite: bool = False,
     progress: Progress | None = None,
+    extra: Mapping[str, Any] | None = None,
 ) -> CutResult:
     """Copy the frames stamped in ``[start_ns, end_ns]`` into one verified file.
 
@@ -356,13 +358,16 @@ def slice_drive(
     too). ``streams`` (names) limits the copy; H.265/H.264/AV1 streams start
     at the keyframe at or before ``start_ns`` (listed in
     :attr:`CutResult.keyframe_starts`). Quarantined frames of the chosen
-    streams stored in the chosen windows are kept.
+    streams stored in the chosen windows are kept. ``extra`` adds keys to the
+    output's ``FileMetadata.extra`` (after the first segment's and ``slice``).
     """
     if end_ns < start_ns:
         raise ValueError(f"end {end_ns} is before start {start_ns}")
     drive = source if isinstance(source, Drive) else open_drive(source, vehicle=vehicle)
     try:
-        return _slice(drive, start_ns, end_ns, Path(output), streams, overwrite, progress)
+        return _slice(
+            drive, start_ns, end_ns, Path(output), streams, overwrite, progress, dict(extra or {})
+        )
     finally:
         if drive is not source:
             drive.close()
@@ -376,6 +381,7 @@ def _slice(
     names: Sequence[str] | None,
     overwrite: bool,
     progress: Progress | None,
+    extra: dict[str, Any],
 ) -> CutResult:
     all_streams = drive.streams
     known = sorted(s.name for s in all_streams.values())
@@ -418,7 +424,7 @@ def _slice(
         first.recorder_version,
         first.segment_seq,
         first.created_ns,
-        {**first.extra, "slice": {"start_ns": start_ns, "end_ns": end_ns}},
+        {**first.extra, "slice": {"start_ns": start_ns, "end_ns": end_ns}, **extra},
     )
     copier = _Copier(output, chosen, drive.window_ns, meta, overwrite)
     copier.result.keyframe_starts = starts

@@ -7,6 +7,8 @@
 - :mod:`~hyperframes.recorder.events.control`: the control socket ``mark`` talks to;
 - :mod:`~hyperframes.recorder.events.log`: the durable event log beside the segments;
 - :mod:`~hyperframes.recorder.events.retention`: which segments events protect;
+- :mod:`~hyperframes.recorder.events.clips`: which event clips are due, their names, their
+  budget (cut by :mod:`hyperframes.recorder.upload.clipper`);
 - :mod:`~hyperframes.recorder.events.stats`: their counts.
 
 The event itself (its fields, JSON, protection windows) is the library's:

@@ -19,6 +19,13 @@
       rules:
         - {name: hard_brake, stream: imu, field: 0, below: -6.0, for_ms: 100}
         - {name: lidar_stale, stream: lidar_top, stale_ms: 500}
+      clips:                    # one file per event, cut by the upload service (or clips: true)
+        enabled: true
+        max_mb: 2048            # bound of the clips directory (uploaded clips make room)
+        dir: clips              # relative to output_dir
+        names: [hard_brake]     # only these event names (default: every event)
+        streams:                # per event name (default: every stream)
+          hard_brake: [cam_front, imu]
 """
 
 from __future__ import annotations
@@ -39,6 +46,7 @@ from hyperframes.recorder.events.rules import Rule, StaleRule, ThresholdRule
 
 __all__ = [
     "EventsConfig",
+    "ClipsConfig",
     "PeerLimits",
     "DEFAULT_CONTROL_SOCKET",
     "parse_events",
@@ -49,8 +57,9 @@ DEFAULT_CONTROL_SOCKET: Final = Path("/run/hyperframes/control.sock")
 """In the unit's RuntimeDirectory (deploy/hyperframes-recorder.service)."""
 _MAX_S: Final = 86_400.0
 _KEYS = ("topic", "pre_s", "post_s", "names", "peers", "log_max_mb", "log_max_events",
-         "control_socket", "rules")  # fmt: skip
+         "control_socket", "rules", "clips")  # fmt: skip
 _PEER_KEYS = ("max_pre_s", "max_post_s", "per_s", "burst")
+_CLIP_KEYS = ("enabled", "max_mb", "dir", "streams", "names")
 _RULE_KEYS = ("name", "stream", "field", "below", "above", "for_ms", "stale_ms", "pre_s",
               "post_s")  # fmt: skip
 
@@ -69,6 +78,36 @@ class PeerLimits:
 
 
 @dataclass(frozen=True, slots=True)
+class ClipsConfig:
+    """``events.clips``: one file per event, cut once its post window has closed.
+
+    ``dir`` is relative to the output directory (an absolute path stays as it
+    is); ``names`` (``None``: every event name) limits which events get a clip;
+    ``streams`` maps an event name to the streams its clips hold (default: all).
+    Cut by the upload service (:mod:`hyperframes.recorder.upload.clipper`).
+    """
+
+    enabled: bool = False
+    max_mb: float = 2048.0
+    dir: Path = Path("clips")
+    streams: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    names: frozenset[str] | None = None
+
+    @property
+    def max_bytes(self) -> int:
+        """The bound of the clips directory in bytes."""
+        return int(self.max_mb * 1024 * 1024)
+
+    def wants(self, name: str) -> bool:
+        """Whether an event named ``name`` gets a clip."""
+        return self.enabled and (self.names is None or name in self.names)
+
+    def streams_for(self, name: str) -> tuple[str, ...] | None:
+        """The stream names a clip of ``name`` holds; ``None``: every stream."""
+        return self.streams.get(name)
+
+
+@dataclass(frozen=True, slots=True)
 class EventsConfig:
     """Where events arrive, how much they keep by default and per name, and the rules."""
 
@@ -81,6 +120,7 @@ class EventsConfig:
     rules: tuple[Rule, ...] = ()
     peers: PeerLimits = field(default_factory=PeerLimits)
     log_max_events: int = 20_000
+    clips: ClipsConfig = field(default_factory=ClipsConfig)
 
     def window_for(self, name: str) -> tuple[float, float]:
         """``(pre_s, post_s)`` for an event named ``name`` that gives none of its own."""
@@ -172,6 +212,55 @@ def _finite(key: str, value: object) -> float:
     return float(value)
 
 
+def _clips(data: object, by_name: Mapping[str, StreamInfo]) -> ClipsConfig:
+    """``events.clips``: ``true``/``false``, or a mapping of :data:`_CLIP_KEYS`."""
+    if isinstance(data, bool):
+        return ClipsConfig(enabled=data)
+    if not isinstance(data, Mapping):
+        raise ConfigError("events.clips", f"must be true, false or a mapping, got {v.kind(data)}")
+    s = Section(data, "events.clips", _CLIP_KEYS)
+    clip_dir = s.get("dir", v.path, Path("clips"))
+    if clip_dir == Path() or ".." in clip_dir.parts:
+        raise ConfigError(s.key("dir"), f"{str(clip_dir)!r}: clips need a directory of their "
+                          "own (inside output_dir, e.g. clips, or an absolute path)")  # fmt: skip
+    names: frozenset[str] | None = None
+    if s.has("names"):
+        listed = v.listing(s.data["names"], s.key("names"))
+        if not listed:
+            raise ConfigError(s.key("names"), "empty: no event would get a clip (remove the "
+                              "key for every event, or set enabled: false)")  # fmt: skip
+        names = frozenset(_event_name(f"{s.key('names')}[{i}]", n) for i, n in enumerate(listed))
+    allowed = [*by_name, EVENT_STREAM_NAME]
+    per_name: dict[str, tuple[str, ...]] = {}
+    raw_streams: dict[str, Any] = s.get("streams", v.mapping, {})
+    for ev_name, raw in raw_streams.items():
+        key = f"{s.key('streams')}.{ev_name}"
+        _event_name(key, ev_name)
+        if names is not None and ev_name not in names:
+            raise ConfigError(key, f"{ev_name!r} is not in events.clips.names (it gets no clip)"
+                              f"{v.suggest(ev_name, sorted(names))}")  # fmt: skip
+        listed = v.listing(raw, key)
+        if not listed:
+            raise ConfigError(key, "empty: a clip holds at least one stream")
+        chosen: list[str] = []
+        for i, raw_st in enumerate(listed):
+            st = v.string(f"{key}[{i}]", raw_st)
+            if st not in allowed:
+                hint = v.suggest(st, allowed)
+                raise ConfigError(f"{key}[{i}]", f"no stream named {st!r}{hint} "
+                                  f"(streams: {', '.join(by_name)})")  # fmt: skip
+            if st not in chosen:
+                chosen.append(st)
+        per_name[ev_name] = tuple(chosen)
+    return ClipsConfig(
+        enabled=s.get("enabled", v.boolean, True),
+        max_mb=s.get("max_mb", v.number(16 << 20), 2048.0),
+        dir=clip_dir,
+        streams=per_name,
+        names=names,
+    )
+
+
 def parse_events(data: object, streams: Sequence[StreamInfo]) -> EventsConfig:
     """Validate ``events:`` (``data`` may be ``None``: the defaults) against the streams."""
     s = Section({} if data is None else data, "events", _KEYS)
@@ -205,6 +294,7 @@ def parse_events(data: object, streams: Sequence[StreamInfo]) -> EventsConfig:
         rules=rules,
         peers=peers,
         log_max_events=s.get("log_max_events", v.int_in(1, 10_000_000), 20_000),
+        clips=_clips(s.data["clips"], by_name) if s.has("clips") else ClipsConfig(),
     )
 
 

@@ -14,6 +14,7 @@
       catalog: s3://fleet-raw/catalog   # a fleet catalog to add each uploaded segment to
       mode: all                         # all | events: clips, requests and catalog rows only
       requests: s3://fleet-raw/requests # where the depot writes requests (absent: none)
+      requests_interval_s: 60           # how often to poll them (jittered)
 
 ``mode`` says what goes up: ``all`` (default) every finalized segment, after
 clips and requested files; ``events`` only event clips, the files a depot
@@ -70,6 +71,8 @@ _KEYS: Final = (
     "catalog",
     "mode",
     "requests",
+    "requests_interval_s",
+    "requests_max_range_s",
 )
 VERIFY_MODES: Final = ("auto", "reread", "no-reread")
 UPLOAD_MODES: Final = ("all", "events")
@@ -135,6 +138,12 @@ class UploadConfig:
     requests: str | None = None
     """Where the depot writes requests for this vehicle (``s3://`` or a directory),
     polled by the service; ``None``: no requests."""
+    requests_interval_s: float = 60.0
+    """How often the requests are polled (jittered; backed off after failures; at once
+    when ``when`` turns to go)."""
+    requests_max_range_s: float | None = None
+    """A longer requested range is refused (``None``: the default of
+    :mod:`~hyperframes.recorder.upload.request_doc`)."""
 
     @property
     def is_s3(self) -> bool:
@@ -232,6 +241,9 @@ def parse_upload(data: object) -> UploadConfig:
         secret_access_key_file=s.get("secret_access_key_file", v.path, None),
     )
     when: Any = s.data.get("when", "always")
+    for k in ("requests_interval_s", "requests_max_range_s"):
+        if s.has(k) and not s.has("requests"):
+            raise ConfigError(s.key(k), "applies only with upload.requests")
     mode = s.get("mode", v.choice(*UPLOAD_MODES), "all")
     if mode == "events" and not s.has("catalog"):
         raise ConfigError(
@@ -256,4 +268,6 @@ def parse_upload(data: object) -> UploadConfig:
         catalog=s.get("catalog", v.catalog_root, None),
         mode=mode,
         requests=s.get("requests", v.store_root, None),
+        requests_interval_s=s.get("requests_interval_s", v.number(86_400), 60.0),
+        requests_max_range_s=s.get("requests_max_range_s", v.number(30 * 86_400), None),
     )

@@ -6,7 +6,7 @@ from typing import Final
 
 from hyperframes.recorder.errors import RecorderError
 
-__all__ = ["UploadError", "REASONS", "SEGMENT_REASONS"]
+__all__ = ["UploadError", "Stopping", "REASONS", "SEGMENT_REASONS"]
 
 REASONS: Final = (
     "network",  # connection refused/reset, timeout, DNS: the pass ends, retried with backoff
@@ -44,3 +44,7 @@ class UploadError(RecorderError):
     def per_segment(self) -> bool:
         """A failure of this segment alone (:data:`SEGMENT_REASONS`): the pass goes on."""
         return self.reason in SEGMENT_REASONS
+
+
+class Stopping(Exception):
+    """The service was asked to stop in the middle of an upload (raised by its pacing)."""

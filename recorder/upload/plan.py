@@ -1,6 +1,13 @@
-"""Pure upload logic: which segment goes first, where it goes, how long to wait.
+"""Pure upload logic: which file goes first, where it goes, how long to wait.
 
 No I/O here: the service feeds in what it listed and the clock it reads.
+
+What the service uploads falls in three classes (:data:`CLASSES`), sent in
+this order: event ``clip`` files (``OUTPUT_DIR/clips/NAME.hf``), files a depot
+``requested`` (staged under ``OUTPUT_DIR/.requests/ID/``), then the finalized
+``segment`` files themselves (``upload.mode: all`` only). Within segments,
+those that events protect or that match ``priority_glob`` go first; oldest
+first within each group (:func:`order`).
 """
 
 from __future__ import annotations
@@ -10,25 +17,75 @@ import fnmatch
 import random
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
+from typing import Final
 
-__all__ = ["Candidate", "object_key", "order", "backoff_s", "EntryBackoff", "TokenBucket"]
+__all__ = [
+    "CLASSES",
+    "CLIPS_DIR",
+    "Candidate",
+    "object_key",
+    "clip_key",
+    "candidate_key",
+    "order",
+    "backoff_s",
+    "EntryBackoff",
+    "TokenBucket",
+]
+
+CLASSES: Final = ("clip", "requested", "segment")
+"""What the service uploads, in the order it uploads it (docs/OPERATIONS.md, Upload)."""
+CLIPS_DIR: Final = "clips"
+"""Where event clips lie under ``OUTPUT_DIR``, and their folder under ``PREFIX/VEHICLE/``."""
 
 
 @dataclass(frozen=True, slots=True)
 class Candidate:
-    """A finalized segment waiting to be uploaded."""
+    """A file waiting to be uploaded.
+
+    ``name`` is its path relative to ``OUTPUT_DIR`` with ``/`` separators, the key
+    of its mark: a segment's file name (so marks written before classes existed
+    still count), ``clips/NAME.hf`` for a clip, ``.requests/ID/...`` for a
+    requested file. ``key`` is its object key when the class gives one (clips,
+    requested files); a segment's follows :func:`object_key`.
+    """
 
     name: str
     vehicle: str
-    start: dt.datetime  # UTC start from the segment name
-    seq: int
+    start: dt.datetime  # UTC: a segment's start from its name; a clip's or request's file time
+    seq: int  # a segment's sequence number; else the rank its class listed it in
     size: int
+    kind: str = "segment"
+    """One of :data:`CLASSES`."""
+    key: str | None = None
+    source: str | None = None
+    """The file to read when it is not ``OUTPUT_DIR/name`` (a clips directory set
+    elsewhere, a staged file): an absolute path."""
+
+    def __post_init__(self) -> None:
+        if self.kind not in CLASSES:
+            raise ValueError(f"{self.kind!r} is not one of {', '.join(CLASSES)}")
+
+
+def _prefix_parts(prefix: str) -> list[str]:
+    return [p for p in prefix.strip("/").split("/") if p]
 
 
 def object_key(prefix: str, vehicle: str, start: dt.datetime, name: str) -> str:
     """``PREFIX/VEHICLE/YYYY-MM-DD/NAME`` (no leading slash; an empty prefix is left out)."""
-    parts = [p for p in prefix.strip("/").split("/") if p]
-    return "/".join([*parts, vehicle, f"{start:%Y-%m-%d}", name])
+    return "/".join([*_prefix_parts(prefix), vehicle, f"{start:%Y-%m-%d}", name])
+
+
+def clip_key(prefix: str, vehicle: str, name: str) -> str:
+    """A clip's key: ``PREFIX/VEHICLE/clips/NAME.hf`` (``name``: the clip's file name)."""
+    base = name.rsplit("/", 1)[-1]
+    return "/".join([*_prefix_parts(prefix), vehicle, CLIPS_DIR, base])
+
+
+def candidate_key(prefix: str, c: Candidate) -> str:
+    """Where ``c`` goes: the key its class gave, else the segment layout of :func:`object_key`."""
+    if c.key is not None:
+        return c.key
+    return object_key(prefix, c.vehicle, c.start, c.name)
 
 
 def order(
@@ -36,13 +93,19 @@ def order(
     protected: Collection[str] = (),
     priority_glob: str | None = None,
 ) -> list[Candidate]:
-    """Upload order: segments that events protect (or that match ``priority_glob``) first,
-    then everything else; oldest first within each group (start time, then sequence)."""
+    """Upload order: clips, then requested files, then segments (:data:`CLASSES`); among
+    segments those that events protect (or that match ``priority_glob``) first; oldest
+    first within each group (start time, then sequence)."""
+    rank = {k: i for i, k in enumerate(CLASSES)}
 
-    def first(c: Candidate) -> bool:
-        return c.name in protected or bool(priority_glob and fnmatch.fnmatch(c.name, priority_glob))
+    def later(c: Candidate) -> bool:
+        if c.kind != "segment":
+            return False
+        return not (
+            c.name in protected or bool(priority_glob and fnmatch.fnmatch(c.name, priority_glob))
+        )
 
-    return sorted(candidates, key=lambda c: (not first(c), c.start, c.seq))
+    return sorted(candidates, key=lambda c: (rank[c.kind], later(c), c.start, c.seq))
 
 
 def backoff_s(

@@ -1,5 +1,16 @@
 """The upload loop: list, order, check ``when``, upload, verify, mark, maybe delete.
 
+Each pass first cuts the event clips that are due (``events.clips``,
+:mod:`~hyperframes.recorder.upload.clipper`) and polls the depot's requests on
+their cadence (``upload.requests``, :mod:`~hyperframes.recorder.upload.requests`),
+then uploads, in this order (:func:`~hyperframes.recorder.upload.plan.order`):
+clips, requested files, and, with ``upload.mode: all``, the finalized
+segments. With ``upload.mode: events`` the segments stay on the vehicle and
+only their catalog rows go up (``upload.catalog``), once per segment, under
+the URL each segment *would* have in the destination: that object is not
+there until the depot requests it. A request whose files are all up is
+answered (its result object written).
+
 Runs in the foreground (``hyperframes upload``, the ``hyperframes-upload``
 unit) or once (``--once``). Nothing is lost on any failure: a segment stays
 where it is, unmarked, until its upload has been proven (the mark names the
@@ -26,6 +37,7 @@ hammer its depot.
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import errno
 import logging
 import os
@@ -43,20 +55,26 @@ from hyperframes.cli.common import TransferMeter, progress, progress_done
 from hyperframes.errors import HyperframesError
 from hyperframes.events import read_event_log
 from hyperframes.recorder.config import VehicleConfig
+from hyperframes.recorder.events.clips import parse_clip_name
 from hyperframes.recorder.events.retention import protected_names
 from hyperframes.recorder.segments import list_segments, parse_segment_name
+from hyperframes.recorder.upload.catalog_rows import CatalogRows
+from hyperframes.recorder.upload.clipper import cut_due_clips, list_clips
 from hyperframes.recorder.upload.config import UploadConfig
 from hyperframes.recorder.upload.dest import PROOFS, Destination, Job
-from hyperframes.recorder.upload.errors import UploadError
+from hyperframes.recorder.upload.errors import Stopping, UploadError
 from hyperframes.recorder.upload.marks import MarkStore
 from hyperframes.recorder.upload.plan import (
+    CLIPS_DIR,
     Candidate,
     EntryBackoff,
     TokenBucket,
     backoff_s,
-    object_key,
+    candidate_key,
+    clip_key,
     order,
 )
+from hyperframes.recorder.upload.request_duty import RequestDuty
 from hyperframes.recorder.upload.stats import UploadStats
 from hyperframes.recorder.upload.sums import file_sums
 from hyperframes.storage.local import fsync_dir
@@ -69,8 +87,13 @@ _WHEN_TIMEOUT_S = 30.0
 _OPEN = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
 
 
-class _Stopping(Exception):
-    """The service was asked to stop in the middle of an upload."""
+def _clip_time(name: str, mtime: float) -> dt.datetime:
+    """A clip's event time from its name (UTC), else its file time."""
+    parts = parse_clip_name(name)
+    if parts is not None:
+        with contextlib.suppress(ValueError):
+            return dt.datetime.strptime(parts[1], "%Y%m%dT%H%M%S.%f").replace(tzinfo=dt.UTC)
+    return dt.datetime.fromtimestamp(mtime, dt.UTC)
 
 
 def make_destination(up: UploadConfig, marks: MarkStore) -> tuple[Destination, str]:
@@ -98,7 +121,8 @@ def protected_segments(output_dir: Path) -> set[str]:
 
 
 class UploadService:
-    """Uploads the finalized segments of one vehicle's output directory.
+    """Uploads the clips, requested files and finalized segments of one vehicle's output
+    directory (module docstring).
 
     ``clock`` (monotonic seconds) times each segment's own backoff; tests play the loop on
     a fake one.
@@ -137,6 +161,14 @@ class UploadService:
         self.beat = time.monotonic()
         """Last sign of progress (for the watchdog thread)."""
         self._meter: TransferMeter | None = None
+        self.requests = RequestDuty(cfg, upload, dest, self.stats, rng=self._rng, clock=clock,
+                                    pace=self._pace, pace_in=self._pace_in,
+                                    touch=self._touch)  # fmt: skip
+        """The depot's requests (``upload.requests``)."""
+        self.catalog_rows = CatalogRows(cfg, upload, self.marks, dest, self.prefix, self.stats,
+                                        rng=self._rng, clock=clock, stopping=self._stop.is_set,
+                                        touch=self._touch)  # fmt: skip
+        """The catalog rows (``upload.catalog``)."""
 
     # --- control -------------------------------------------------------------
 
@@ -149,13 +181,17 @@ class UploadService:
         """Whether :meth:`stop` was called."""
         return self._stop.is_set()
 
+    def _touch(self) -> None:
+        """A sign of progress (the requests and catalog rows call it too)."""
+        self.beat = time.monotonic()
+
     def _take(self, n: int) -> float:
-        """Wait for ``n`` bytes' worth of the bandwidth cap (``_Stopping`` when asked to stop)."""
+        """Wait for ``n`` bytes' worth of the bandwidth cap (``Stopping`` when asked to stop)."""
         if self._stop.is_set():
-            raise _Stopping()
+            raise Stopping()
         delay = self._bucket.delay(n, time.monotonic())
         if delay > 0 and self._stop.wait(delay):
-            raise _Stopping()
+            raise Stopping()
         self.beat = now = time.monotonic()
         return now
 
@@ -178,8 +214,32 @@ class UploadService:
     # --- one pass ------------------------------------------------------------
 
     def pending(self) -> list[Candidate]:
-        """Finalized segments not yet marked uploaded, in upload order."""
-        done = self.marks.uploaded_names()
+        """Files not yet marked uploaded, in upload order: clips, requested files, then
+        (``upload.mode: all``) the finalized segments."""
+        done = self.marks.uploaded_paths()
+        found = self._clip_candidates(done)  # requested files: self.requests sends them
+        segments = self._segment_candidates(done)
+        if self.up.mode == "all":
+            found += segments
+            protected = protected_segments(self.cfg.output_dir)
+            self.stats.kept_segments = self.stats.kept_bytes = 0
+        else:  # events: the segments stay on the vehicle until requested or evicted
+            protected = set()
+            self.stats.kept_segments = len(segments)
+            self.stats.kept_bytes = sum(c.size for c in segments)
+        ordered = order(found, protected, self.up.priority_glob)
+        self.stats.backlog_segments = len(ordered)
+        self.stats.backlog_bytes = sum(c.size for c in ordered)
+        for kind in ("clip", "segment"):
+            cs = self.stats.classes[kind]
+            mine = [c for c in ordered if c.kind == kind]
+            cs.waiting_files, cs.waiting_bytes = len(mine), sum(c.size for c in mine)
+        segs = [c for c in ordered if c.kind == "segment"]
+        self.stats.oldest_pending_start = min(c.start for c in segs).timestamp() if segs else None
+        return ordered
+
+    def _segment_candidates(self, done: set[str]) -> list[Candidate]:
+        """Finalized segments not marked uploaded (a segment's mark is keyed by its name)."""
         found = []
         for path in list_segments(self.cfg.output_dir, self.cfg.vehicle_id):
             if path.name in done:
@@ -192,13 +252,39 @@ class UploadService:
             except FileNotFoundError:
                 continue
             found.append(Candidate(path.name, name.vehicle, name.start, name.seq, size))
-        ordered = order(found, protected_segments(self.cfg.output_dir), self.up.priority_glob)
-        self.stats.backlog_segments = len(ordered)
-        self.stats.backlog_bytes = sum(c.size for c in ordered)
-        self.stats.oldest_pending_start = (
-            min(c.start for c in ordered).timestamp() if ordered else None
-        )
-        return ordered
+        return found
+
+    def _clip_candidates(self, done: set[str]) -> list[Candidate]:
+        """Finished clips not marked uploaded (marked as ``clips/NAME.hf``), oldest first."""
+        if not self.cfg.events.clips.enabled:
+            return []
+        try:
+            clips = list_clips(self.cfg)
+        except OSError as exc:
+            _log.warning("cannot list the clips: %s", exc)
+            return []
+        found = []
+        for rank, path in enumerate(clips):
+            rel = f"{CLIPS_DIR}/{path.name}"
+            if rel in done:
+                continue
+            try:
+                st = path.lstat()
+            except FileNotFoundError:
+                continue
+            found.append(
+                Candidate(
+                    rel,
+                    self.cfg.vehicle_id,
+                    _clip_time(path.name, st.st_mtime),
+                    rank,
+                    st.st_size,
+                    kind="clip",
+                    key=clip_key(self.prefix, self.cfg.vehicle_id, path.name),
+                    source=str(path),
+                )
+            )
+        return found
 
     def allowed(self) -> bool:
         """Whether ``upload.when`` allows uploading now (its command exits 0)."""
@@ -221,6 +307,8 @@ class UploadService:
         ok = rc == 0
         if ok != self.stats.allowed:
             _log.info("upload.when now says %s", "go" if ok else f"not now (exit {rc})")
+            if ok:  # a new connection: poll the requests at once
+                self.requests.poll_now()
         self.stats.allowed = ok
         return ok
 
@@ -240,8 +328,8 @@ class UploadService:
         return fd
 
     def upload_one(self, c: Candidate) -> bool:
-        """Upload, verify and mark one segment; ``False`` when it vanished first."""
-        path = Path(self.cfg.output_dir) / c.name
+        """Upload, verify and mark one file (of any class); ``False`` when it vanished first."""
+        path = Path(c.source) if c.source is not None else Path(self.cfg.output_dir) / c.name
         fd = self._open(path)
         if fd is None:
             self.stats.vanished += 1
@@ -253,7 +341,7 @@ class UploadService:
                 sums = file_sums(fd, self.up.part_bytes)
             except OSError as exc:
                 raise UploadError("unreadable", f"{path}: {exc.strerror or exc}") from None
-            key = object_key(self.prefix, c.vehicle, c.start, c.name)
+            key = candidate_key(self.prefix, c)
             # a line redrawn on a terminal; in a log (the unit), one every 30 s
             self._meter = TransferMeter(f"uploading {c.name}", c.size, tty=sys.stderr.isatty(),
                                         log_every_s=self.progress_log_s)  # fmt: skip
@@ -265,13 +353,14 @@ class UploadService:
             self._meter = None
         if doc.get("verified") not in PROOFS:  # every destination proves what it hands back
             raise UploadError("unverifiable", f"{doc.get('url')}: no proof of {c.name}")
-        self.marks.mark_uploaded(c.name, doc)
-        if self.up.catalog is not None:
-            self._catalog(path, doc)
+        self.marks.mark_path(c.name, doc)
+        if self.up.catalog is not None and c.kind == "segment":
+            self.catalog_rows.add_uploaded(path, doc)
         took = max(time.monotonic() - t0, 1e-6)
         self.stats.uploaded_segments += 1
         self.stats.uploaded_bytes += c.size
         self.stats.last_rate_bytes_s = c.size / took
+        self.stats.classes[c.kind].delivered(c.size, None if doc.get("found") else took)
         _log.info(
             "uploaded %s (%.1f MB in %.1f s) to %s, verified (%s)%s",
             c.name,
@@ -281,27 +370,12 @@ class UploadService:
             doc["verified"],
             f", {doc['found']}" if doc.get("found") else "",
         )
-        if self.up.delete_after_upload:
+        if self.up.delete_after_upload and c.kind == "segment":
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()
                 fsync_dir(path.parent)
                 self.stats.deleted_after_upload += 1
         return True
-
-    def _catalog(self, path: Path, doc: dict[str, Any]) -> None:
-        """Add the uploaded segment to ``upload.catalog``; a failure is logged and counted,
-        never the upload's."""
-        try:
-            from hyperframes.catalog.append import append_segment  # noqa: PLC0415 - the extra
-
-            append_segment(str(self.up.catalog), str(path), uri=str(doc["url"]),
-                           etag=doc.get("etag"), sha256=doc.get("sha256"))  # fmt: skip
-        except Exception as exc:  # the upload stands whatever the catalog does
-            self.stats.catalog_failures += 1
-            _log.warning("uploaded %s, but adding it to the catalog %s failed: %s",
-                         path.name, self.up.catalog, exc)  # fmt: skip
-        else:
-            self.stats.cataloged_segments += 1
 
     def _hold(self, c: Candidate, exc: UploadError) -> None:
         """Count a failure of this segment alone and start (or lengthen) its own backoff."""
@@ -320,27 +394,49 @@ class UploadService:
         self.stats.held = held
         self.stats.unreadable_segments = held.get("unreadable", 0)
 
-    def run_once(self) -> int:
-        """One pass over what is there; the number of segments that failed (0: all done).
+    def cut_clips(self) -> None:
+        """Cut the clips that are due (``events.clips``); never raises into the loop."""
+        if not self.cfg.events.clips.enabled:
+            return
+        prefix = f"{CLIPS_DIR}/"
+        uploaded = {p[len(prefix) :] for p in self.marks.uploaded_paths() if p.startswith(prefix)}
+        try:
+            report = cut_due_clips(self.cfg, uploaded)
+        except Exception as exc:  # the clipper never raises; if it did, uploads go on
+            self.stats.clip_failures += 1
+            _log.error("cutting the clips failed: %s; uploads go on", exc)
+            return
+        if report.failed:
+            self.stats.clip_failures += 1
+        self.beat = time.monotonic()
 
-        A segment that fails alone waits on its own backoff and the pass goes on
+    def run_once(self) -> int:
+        """One pass: cut due clips, poll requests, then upload what is there; the number of
+        files that failed (0: all done).
+
+        A file that fails alone waits on its own backoff and the pass goes on
         (module docstring); a failure of the link or the store ends the pass (the
-        next segment would fail the same way), and the loop backs off.
+        next file would fail the same way), and the loop backs off.
         """
+        self.cut_clips()
         pending = self.pending()
         self._held.keep([c.name for c in pending])
         self._held_stats()
-        if pending and not self.allowed():
+        rows = self.catalog_rows.waiting()
+        # with requests, ``when`` is asked every pass: its turning to go polls them at once
+        if (pending or rows or self.requests.enabled) and not self.allowed():
             return 0
         failed = refused = 0
         for c in pending:
             if self._stop.is_set():
                 break
+            if c.kind != "clip" and not self.requests.answer_if_due():
+                break  # stopping in the middle of a request
             if self._held.waiting(c.name, self._clock()):
                 continue
             try:
                 self.upload_one(c)
-            except _Stopping:
+            except Stopping:
                 _log.info("stopping in the middle of %s; it resumes at the next start", c.name)
                 break
             except UploadError as exc:
@@ -366,6 +462,10 @@ class UploadService:
             self._failures = refused = 0
             self.pending()
         self._held_stats()
+        if self._stop.is_set() or not self.requests.answer_if_due():
+            return failed
+        if rows:
+            failed += self.catalog_rows.send(rows)
         return failed
 
     def next_delay(self) -> float:

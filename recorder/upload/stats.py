@@ -1,18 +1,29 @@
 """The uploader's counters: a status line for ``STATUS=`` and Prometheus families.
 
+Costs are named per class (:data:`~hyperframes.recorder.upload.plan.CLASSES`:
+clips, requested files, segments): what waits (files, bytes), what went up
+(files, bytes) and what the link delivered lately (bytes per second of upload
+time over the last :data:`RATE_WINDOW_S`).
+
 One writer (the upload loop), readers only copy ints (safe under the GIL).
 """
 
 from __future__ import annotations
 
 import time
+from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 from hyperframes.recorder.upload.errors import REASONS
+from hyperframes.recorder.upload.plan import CLASSES
 
-__all__ = ["UploadStats", "collect"]
+__all__ = ["UploadStats", "ClassStats", "collect", "RATE_WINDOW_S"]
+
+RATE_WINDOW_S: Final = 300.0
+"""How far back :meth:`ClassStats.rate_bytes_s` looks: the uploads that ended this recently."""
+_LABELS: Final = {"clip": "clips", "requested": "requested", "segment": "segments"}
 
 
 def _mb(n: float) -> str:
@@ -20,13 +31,63 @@ def _mb(n: float) -> str:
 
 
 @dataclass(slots=True)
+class ClassStats:
+    """One class's costs: what waits, what went up, what the link delivered lately."""
+
+    waiting_files: int = 0
+    waiting_bytes: int = 0
+    uploaded_files: int = 0
+    uploaded_bytes: int = 0
+    _recent: deque[tuple[float, int, float]] = field(default_factory=deque, repr=False)
+    """``(ended, bytes, seconds)`` of the uploads that ended within :data:`RATE_WINDOW_S`."""
+
+    def delivered(self, n: int, seconds: float | None, now: float | None = None) -> None:
+        """Count one file of ``n`` bytes uploaded and proven in ``seconds`` (``None``: nothing
+        was sent, an object already there was adopted: no rate sample)."""
+        now = time.monotonic() if now is None else now
+        self.uploaded_files += 1
+        self.uploaded_bytes += n
+        if seconds is not None:
+            self._recent.append((now, n, max(seconds, 1e-6)))
+        self._trim(now)
+
+    def _trim(self, now: float) -> None:
+        while self._recent and now - self._recent[0][0] > RATE_WINDOW_S:
+            self._recent.popleft()
+
+    def rate_bytes_s(self, now: float | None = None) -> float | None:
+        """Bytes per second of upload time over the uploads that ended within
+        :data:`RATE_WINDOW_S` (``None``: none did)."""
+        now = time.monotonic() if now is None else now
+        recent = [r for r in self._recent if now - r[0] <= RATE_WINDOW_S]
+        if not recent:
+            return None
+        return sum(r[1] for r in recent) / sum(r[2] for r in recent)
+
+    def summary(self, label: str, now: float | None = None) -> str | None:
+        """``clips 2 waiting (1.0 MB), 5 up (2.5 MB, 0.4 MB/s)``; ``None`` when idle."""
+        if not (self.waiting_files or self.uploaded_files):
+            return None
+        text = f"{label} {self.waiting_files} waiting ({_mb(self.waiting_bytes)})"
+        if self.uploaded_files:
+            rate = self.rate_bytes_s(now)
+            at = f", {_mb(rate)}/s" if rate else ""
+            text += f", {self.uploaded_files} up ({_mb(self.uploaded_bytes)}{at})"
+        return text
+
+
+def _classes() -> dict[str, ClassStats]:
+    return {k: ClassStats() for k in CLASSES}
+
+
+@dataclass(slots=True)
 class UploadStats:
     """What the uploader has done and what is left."""
 
-    backlog_segments: int = 0
+    backlog_segments: int = 0  # files waiting to go up, every class (historical name)
     backlog_bytes: int = 0
     oldest_pending_start: float | None = None  # Unix seconds of the oldest segment not uploaded
-    uploaded_segments: int = 0
+    uploaded_segments: int = 0  # files uploaded and verified, every class (historical name)
     uploaded_bytes: int = 0
     sent_bytes: int = 0  # bytes sent (a resumed or repeated upload counts what it sent again)
     read_back_bytes: int = 0  # bytes read back from the store to prove an upload (re-reads)
@@ -36,8 +97,16 @@ class UploadStats:
     unreadable_segments: int = 0  # segments that cannot be read, each in its own backoff now
     held: dict[str, int] = field(default_factory=dict)  # segments on their own backoff, by reason
     deleted_after_upload: int = 0
-    cataloged_segments: int = 0  # uploaded segments added to upload.catalog
-    catalog_failures: int = 0  # uploaded segments the catalog could not take (logged)
+    cataloged_segments: int = 0  # segments whose rows went to upload.catalog
+    catalog_failures: int = 0  # segments the catalog could not take (logged; retried in events)
+    catalog_waiting: int = 0  # mode events: finalized segments whose rows are not sent yet
+    kept_segments: int = 0  # mode events: finalized segments staying on the vehicle
+    kept_bytes: int = 0
+    classes: dict[str, ClassStats] = field(default_factory=_classes)
+    """Costs per class (:data:`~hyperframes.recorder.upload.plan.CLASSES`)."""
+    clip_failures: int = 0  # passes whose clip cutting failed (logged)
+    requests_answered: int = 0  # results written (delivered, partial, missing, refused...)
+    request_failures: int = 0  # polls or request answers that failed (logged)
     allowed: bool = True  # the upload.when condition, last checked
     last_error: str | None = None
     started: float = field(default_factory=time.time)
@@ -55,6 +124,14 @@ class UploadStats:
         ]
         if self.last_rate_bytes_s:
             parts.append(f"{_mb(self.last_rate_bytes_s)}/s")
+        now = time.monotonic()
+        per = [c.summary(_LABELS[k], now) for k, c in self.classes.items()]
+        if any(per):
+            parts.append("; ".join(p for p in per if p))
+        if self.kept_segments:
+            parts.append(f"kept on the vehicle {self.kept_segments} ({_mb(self.kept_bytes)})")
+        if self.catalog_waiting:
+            parts.append(f"{self.catalog_waiting} catalog rows waiting")
         if not self.allowed:
             parts.append("waiting: upload.when says not now")
         if self.unreadable_segments:
@@ -68,6 +145,10 @@ class UploadStats:
             parts.append(f"{failed} failures")
         if self.catalog_failures:
             parts.append(f"{self.catalog_failures} not cataloged")
+        if self.clip_failures:
+            parts.append(f"{self.clip_failures} clip passes failed")
+        if self.request_failures:
+            parts.append(f"{self.request_failures} request failures")
         if self.last_error:
             parts.append(f"last error: {self.last_error[:120]}")
         return ", ".join(parts)
@@ -131,3 +212,56 @@ def collect(stats: UploadStats) -> Iterable[Any]:
     for reason, n in sorted(stats.failures.items()):
         fam.add_metric([reason], float(n))
     yield fam
+    yield from _per_class(stats)
+    yield gauge("kept_segments", "Mode events: finalized segments kept on the vehicle.",
+                stats.kept_segments)  # fmt: skip
+    yield gauge("kept_bytes", "Mode events: bytes of segments kept on the vehicle.",
+                stats.kept_bytes)  # fmt: skip
+    yield gauge("catalog_waiting_segments", "Segments whose catalog rows are not sent yet.",
+                stats.catalog_waiting)  # fmt: skip
+    yield counter("cataloged_segments", "Segments whose catalog rows were sent.",
+                  stats.cataloged_segments)  # fmt: skip
+    yield counter("catalog_failures", "Segments the catalog could not take (retried).",
+                  stats.catalog_failures)  # fmt: skip
+    yield counter("clip_failures", "Passes whose clip cutting failed.", stats.clip_failures)
+    yield counter("requests_answered", "Requests answered (a result written).",
+                  stats.requests_answered)  # fmt: skip
+    yield counter("request_failures", "Request polls or answers that failed.",
+                  stats.request_failures)  # fmt: skip
+
+
+def _per_class(stats: UploadStats) -> Iterable[Any]:
+    """The families labelled by ``class`` (clip, requested, segment)."""
+    from prometheus_client.core import (  # noqa: PLC0415 - optional dependency
+        CounterMetricFamily,
+        GaugeMetricFamily,
+    )
+
+    now = time.monotonic()
+    waiting = GaugeMetricFamily(
+        "hyperframes_upload_waiting_files", "Files waiting to go up, by class.", labels=["class"]
+    )
+    waiting_b = GaugeMetricFamily(
+        "hyperframes_upload_waiting_bytes", "Bytes waiting to go up, by class.", labels=["class"]
+    )
+    files = CounterMetricFamily(
+        "hyperframes_upload_class_files", "Files uploaded and verified, by class.",
+        labels=["class"],
+    )  # fmt: skip
+    sent = CounterMetricFamily(
+        "hyperframes_upload_class_bytes", "Bytes uploaded and verified, by class.",
+        labels=["class"],
+    )  # fmt: skip
+    rate = GaugeMetricFamily(
+        "hyperframes_upload_delivered_bytes_per_second",
+        f"What the link delivered, by class: bytes per second of upload time over the "
+        f"uploads of the last {RATE_WINDOW_S:g} s (0: none).",
+        labels=["class"],
+    )
+    for k, c in stats.classes.items():
+        waiting.add_metric([k], float(c.waiting_files))
+        waiting_b.add_metric([k], float(c.waiting_bytes))
+        files.add_metric([k], float(c.uploaded_files))
+        sent.add_metric([k], float(c.uploaded_bytes))
+        rate.add_metric([k], float(c.rate_bytes_s(now) or 0.0))
+    yield from (waiting, waiting_b, files, sent, rate)
