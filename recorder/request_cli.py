@@ -19,12 +19,11 @@ import random
 from typing import Any
 
 from hyperframes.cli.common import EXIT_FAILED, CommandError
-from hyperframes.format.times import format_utc, parse_time
+from hyperframes.format.times import format_utc, parse_duration, parse_time
 from hyperframes.recorder.upload.errors import UploadError
 from hyperframes.recorder.upload.request_doc import (
     DEFAULT_EXPIRES_S,
     new_request_id,
-    parse_duration,
     request_doc,
 )
 from hyperframes.storage.objects import split_s3_url

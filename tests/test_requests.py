@@ -23,6 +23,7 @@ from s3_stores import S3Store, store_params
 
 from hyperframes.drive import open_drive
 from hyperframes.events import SegmentSpan, log_line
+from hyperframes.format.times import parse_duration
 from hyperframes.recorder.config import parse_config
 from hyperframes.recorder.upload.config import S3Settings
 from hyperframes.recorder.upload.local import LocalDest
@@ -36,7 +37,6 @@ from hyperframes.recorder.upload.request_doc import (
     missing_parts,
     new_request_id,
     next_poll,
-    parse_duration,
     request_doc,
     validate,
 )

@@ -15,18 +15,18 @@ which is what lets a query open only the folders it needs.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import re
-from typing import Final
 
-__all__ = ["When", "parse_when", "to_ns", "date_range", "DURATION_UNITS"]
+from hyperframes.format.times import parse_duration
+
+__all__ = ["When", "parse_when", "to_ns", "date_range"]
 
 When = str | int | dt.datetime | dt.date
 """What a ``since``/``until`` argument may be: text (above), ns since the epoch, a datetime
 (naive means UTC) or a date."""
 
-DURATION_UNITS: Final = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$", re.IGNORECASE)
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 _NS = 1_000_000_000
 
@@ -47,8 +47,8 @@ def parse_when(text: str, now_ns: int, *, end: bool = False) -> int:
     s = text.strip()
     if s.lower() == "now":
         return now_ns
-    if m := _DURATION.match(s):
-        return now_ns - round(float(m.group(1)) * DURATION_UNITS[m.group(2).lower()] * _NS)
+    with contextlib.suppress(ValueError):  # a duration back from now
+        return now_ns - round(parse_duration(s, bare_seconds=False) * _NS)
     if s.lstrip("-").isdigit() and len(s) > 8:  # ns since the epoch (not a year or a date)
         return int(s)
     if _DATE.match(s):

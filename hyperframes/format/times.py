@@ -5,11 +5,23 @@ from __future__ import annotations
 import datetime as dt
 import re
 
-__all__ = ["format_utc", "parse_range", "parse_time"]
+__all__ = ["DURATION_UNITS", "format_utc", "parse_duration", "parse_range", "parse_time"]
 
 _SECONDS = re.compile(r"\+?(\d+(\.\d*)?|\.\d+)s?")
 _NS_DIGITS = 13  # an integer this long is an absolute time in ns (after 1970-01-01 00:16:40)
 _UNIX = re.compile(r"\d{10,12}(\.\d*)?")  # Unix seconds: 2001-09-09 to year 33658
+DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+"""Seconds per unit of a duration (``90s``, ``30m``, ``36h``, ``7d``, ``2w``)."""
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw]?)", re.IGNORECASE)
+
+
+def parse_duration(text: str, *, bare_seconds: bool = True) -> float:
+    """``90s``, ``30m``, ``36h``, ``7d``, ``2w`` (or, with ``bare_seconds``, a plain number
+    of seconds) as seconds; ``ValueError`` naming the text otherwise."""
+    m = _DURATION.fullmatch(text.strip())
+    if m is None or (not m[2] and not bare_seconds):
+        raise ValueError(f"duration {text!r}: use a number with s, m, h, d or w (e.g. 7d)")
+    return float(m[1]) * DURATION_UNITS.get(m[2].lower(), 1)
 
 
 def parse_time(text: str, origin_ns: int) -> int:

@@ -52,7 +52,6 @@ __all__ = [
     "valid_id",
     "request_doc",
     "validate",
-    "parse_duration",
     "iso",
     "missing_parts",
     "result_doc",
@@ -92,8 +91,6 @@ _KEYS: Final = frozenset(
         "note",
     }
 )
-_DURATION_RE: Final = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw]?)")
-_UNIT_S: Final = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,14 +168,6 @@ def new_request_id(now: dt.datetime, rng: random.Random) -> str:
 def valid_id(text: str) -> bool:
     """Whether ``text`` can be a request id (an object name part: no ``/``, no leading dot)."""
     return bool(_ID_RE.fullmatch(text)) and not text.endswith(".result")
-
-
-def parse_duration(text: str) -> float:
-    """``7d``, ``12h``, ``30m``, ``90s``, ``2w`` or plain seconds -> seconds; ValueError else."""
-    m = _DURATION_RE.fullmatch(text.strip().lower())
-    if m is None:
-        raise ValueError(f"duration {text!r}: use a number with s, m, h, d or w (e.g. 7d)")
-    return float(m[1]) * _UNIT_S[m[2]]
 
 
 def request_doc(
