@@ -46,12 +46,14 @@ from hyperframes.recorder.events.config import (
     parse_events,
 )
 from hyperframes.recorder.ingest.curve import CurveConfig, key_problems
+from hyperframes.recorder.live_config import LiveConfig, live_warning, parse_live
 from hyperframes.recorder.upload.config import UploadConfig, parse_upload
 
 __all__ = [
     "ConfigError",
     "DiskConfig",
     "EventsConfig",
+    "LiveConfig",
     "MetricsConfig",
     "ZmqSocketConfig",
     "TlsConfig",
@@ -240,6 +242,7 @@ class VehicleConfig:
     zmq: tuple[ZmqSocketConfig, ...] = ()
     mqtt: MqttConfig | None = None
     upload: UploadConfig | None = None
+    live: LiveConfig = field(default_factory=LiveConfig)
     source: str | None = None
 
     @property
@@ -517,7 +520,7 @@ def _check_unique(
 _TOP_KEYS = (
     "vehicle_id", "output_dir", "window_ms", "segment_seconds", "segment_max_mb",
     "fsync_interval_s", "grace_ms", "max_payload_mb", "recover_on_start", "block_kib",
-    "clock_max_jump_s", "disk", "events", "metrics", "zmq", "mqtt", "streams", "upload",
+    "clock_max_jump_s", "disk", "events", "metrics", "zmq", "mqtt", "streams", "upload", "live",
 )  # fmt: skip
 
 
@@ -616,6 +619,7 @@ def _parse(data: object, source: str | None) -> VehicleConfig:
         zmq=zmq,
         mqtt=mqtt,
         upload=parse_upload(s.data["upload"]) if s.has("upload") else None,
+        live=parse_live(s.data.get("live"), infos),
         source=source,
     )
 
@@ -720,6 +724,9 @@ def exposure_warnings(cfg: VehicleConfig) -> list[str]:
             f"metrics: {metrics_url(cfg)} is reachable beyond this machine (metrics.host "
             f"{cfg.metrics.host}); keep it on 127.0.0.1 and scrape through an agent or a tunnel"
         )
+    live = live_warning(cfg.live, is_loopback(cfg.live.host))
+    if live is not None:
+        out.append(live)
     return out
 
 
@@ -782,6 +789,8 @@ def check_config_main(argv: Sequence[str] | None = None) -> int:
     for line in _summary(cfg):
         print(line)
     print(f"  metrics: {metrics_url(cfg) if cfg.metrics.enabled else 'off'}")
+    lv = cfg.live
+    print(f"  live: {f'ws://{lv.host}:{lv.port} (Foxglove)' if lv.enabled else 'off'}")
     for warning in exposure_warnings(cfg):
         print(f"warning: {warning}", file=sys.stderr)
     return 0

@@ -10,6 +10,8 @@ of named tasks on the event loop and one writer thread::
     writer           hands each window to SegmentSink on the single "hf-writer"
                      thread (order preserved); fsync cadence; finalize at the end
     keepalive        sd_notify WATCHDOG=1 and STATUS= from the event loop
+    hf-live          (``live:`` on) a thread: frames the pump offered, events and the
+                     status to the Foxglove server (:mod:`.live`; the pump never waits)
     events           events (wire, rules, ``mark`` over the control socket) into the
                      write queue, in order with the windows (:mod:`.events.intake`)
     control          the control socket for ``hyperframes mark`` (:mod:`.events.control`)
@@ -61,6 +63,7 @@ from hyperframes.recorder.ingest.mqtt import MqttSource
 from hyperframes.recorder.ingest.zmq import ZmqSource
 from hyperframes.recorder.leftovers import DAMAGED_DIR, Outcome, recover_leftovers
 from hyperframes.recorder.limits import private_descriptor_table, raise_nofile
+from hyperframes.recorder.live import LiveFeed
 from hyperframes.recorder.metrics import (
     DropReason,
     PrometheusExporter,
@@ -420,6 +423,8 @@ class Recorder:
         self.mqtt: MqttSource | None = None
         self.sink: SegmentSink | None = None
         self.exporter: PrometheusExporter | None = None
+        self.live: LiveFeed | None = None
+        """The live view (``live:`` on and its server listening)."""
         self.ready = asyncio.Event()
         self._stop = asyncio.Event()
         self._stop_ingest = asyncio.Event()
@@ -489,6 +494,8 @@ class Recorder:
                     self.stats, cfg.metrics.port, cfg.metrics.host
                 )
                 _log.info("metrics at %s", self.exporter.url)
+            if cfg.live.enabled:
+                self._start_live()
         except BaseException:
             self._close_resources()
             raise
@@ -539,6 +546,53 @@ class Recorder:
             self._count_abandoned()
             await self._finish_sink()
             self._close_resources()
+
+    def _start_live(self) -> None:
+        """The live view; one that cannot start is logged and the recording goes on."""
+        live = LiveFeed(self.config, self.stats, self._live_status)
+        try:
+            live.start()
+        except Exception as exc:  # a port in use, the extra not installed: no view, still recording
+            _log.error("live view not started (recording goes on without it): %s: %s",
+                       type(exc).__name__, exc)  # fmt: skip
+            live.close()
+            self.stats.live = None
+            return
+        self.live = live
+
+    def _live_status(self) -> dict[str, Any]:
+        """The recorder's status for the live view (read on its thread: counters only)."""
+        st = self.stats
+        streams = list(st.iter_streams())
+        drops: dict[str, int] = dict(st.drops)
+        for s in streams:
+            for reason, n in dict(s.drops).items():
+                drops[reason] = drops.get(reason, 0) + n
+        current = self.sink.current if self.sink is not None else None
+        return {
+            "vehicle": self.config.vehicle_id,
+            "recording": st.recording,
+            "uptime_s": round(time.monotonic() - st.started_monotonic, 3),
+            "frames_received": sum(s.frames for s in streams),
+            "frames_recorded": sum(s.frames_written for s in streams),
+            "dropped": st.dropped,
+            "drops": drops,
+            "late_frames": sum(s.late for s in streams),
+            "quarantined_frames": sum(s.quarantined for s in streams),
+            "windows_closed": st.windows_closed,
+            "incomplete_windows": st.incomplete_windows,
+            "stale": [s.name for s in streams if s.stale],
+            "disk_free_bytes": st.disk_free_bytes,
+            "segment": None if current is None else current.name.removesuffix(".tmp"),
+            "segments_written": st.segments_written,
+            "write_queue_depth": st.write_queue_depth,
+            "events": st.events.total,
+            "streams": {
+                s.name: {"received": s.frames, "recorded": s.frames_written,
+                         "dropped": s.dropped, "late": s.late, "stale": s.stale}
+                for s in streams
+            },
+        }  # fmt: skip
 
     def _routers(self) -> list[FrameRouter]:
         routers = [z.router for z in self.zmq_sources]
@@ -623,6 +677,7 @@ class Recorder:
     async def _pump(self) -> None:
         queue, engine, streams = self._queue, self.engine, self.stats.streams
         watched = self.rules.watched
+        live = self.live
         while True:
             frame = await queue.get()
             if frame is None:
@@ -637,7 +692,10 @@ class Recorder:
                                               time.monotonic_ns()):  # fmt: skip
                     async with self._emit_lock:  # before the window this frame may close
                         await self._wq.put(self.intake.accept(ev, time.monotonic_ns()))
-            closed = engine.push(frame, time.monotonic_ns())
+            now = time.monotonic_ns()
+            if live is not None:  # the live copy: bounded, dropped when full, never awaited
+                live.offer(frame.stream_id, frame.timestamp_ns, frame.payload, now)
+            closed = engine.push(frame, now)
             if closed:
                 await self._emit(closed)
         await self._emit(engine.flush())
@@ -747,6 +805,8 @@ class Recorder:
             if item is None:
                 break
             if isinstance(item, Event):
+                if self.live is not None:
+                    self.live.event(item)
                 await loop.run_in_executor(ex, sink.add_event, item)
                 continue
             await loop.run_in_executor(ex, sink.write, item)
@@ -783,6 +843,9 @@ class Recorder:
         if self.exporter is not None:
             self.exporter.close()
             self.exporter = None
+        if self.live is not None:
+            self.live.close()
+            self.live = None
         if self._executor is not None:
             self._executor.shutdown(wait=True)
 

@@ -27,6 +27,7 @@ from hyperframes.recorder.events.stats import EventStats, event_families
 
 __all__ = [
     "DropReason",
+    "LiveStats",
     "StreamCounters",
     "RecorderStats",
     "PrometheusExporter",
@@ -124,6 +125,36 @@ class StreamCounters:
         return self.stored_raw_bytes / self.stored_bytes
 
 
+@dataclass(slots=True)
+class LiveStats:
+    """Counters of the live view (``live:``): what went to the Foxglove server, what did not.
+
+    ``dropped`` is by reason: ``queue_full`` (the bounded hand-off was full: the
+    live thread is behind), ``rate_cap`` (over the stream's ``max_hz``). Counted
+    on the event loop; ``sent`` and the rest on the live thread. A drop here
+    costs the viewer a frame, never the recording.
+    """
+
+    sent: int = 0
+    """Frames handed to the server (each to every subscribed client)."""
+    sent_by_stream: dict[str, int] = field(default_factory=dict)
+    dropped: dict[str, int] = field(default_factory=dict)
+    events_sent: int = 0
+    status_sent: int = 0
+    publish_errors: int = 0
+    clients: int = 0
+    """Clients subscribed to at least one channel (a gauge, updated once a second)."""
+
+    def drop(self, reason: str) -> None:
+        """Count one live copy not sent for ``reason``."""
+        self.dropped[reason] = self.dropped.get(reason, 0) + 1
+
+    @property
+    def dropped_total(self) -> int:
+        """Live copies not sent, every reason."""
+        return sum(dict(self.dropped).values())
+
+
 @dataclass(frozen=True, slots=True)
 class _Sample:
     t: float
@@ -164,6 +195,8 @@ class RecorderStats:
     disk_free_bytes: int | None = None
     recording: bool = True
     events: EventStats = field(default_factory=EventStats)
+    live: LiveStats | None = None
+    """The live view's counters (``None`` while ``live`` is off)."""
     started_monotonic: float = field(default_factory=time.monotonic)
     _last: _Sample | None = field(default=None, init=False, repr=False, compare=False)
 
@@ -402,12 +435,50 @@ def _collect(stats: RecorderStats) -> Iterable[Any]:
         "hyperframes_recording", "1 while recording, 0 once stopped.", value=int(stats.recording)
     )
     yield from event_families(stats.events)
+    if stats.live is not None:
+        yield from _live_families(stats.live)
     if stats.disk_free_bytes is not None:
         yield GaugeMetricFamily(
             "hyperframes_disk_free_bytes",
             "Free bytes on the data directory's filesystem.",
             value=stats.disk_free_bytes,
         )
+
+
+def _live_families(live: LiveStats) -> Iterable[Any]:
+    from prometheus_client.core import (  # noqa: PLC0415 - optional dependency
+        CounterMetricFamily,
+        GaugeMetricFamily,
+    )
+
+    sent = CounterMetricFamily(
+        "hyperframes_live_sent_frames", "Frames sent to the live view, by stream.",
+        labels=["stream"],
+    )  # fmt: skip
+    for name, n in sorted(dict(live.sent_by_stream).items()):
+        sent.add_metric([name], float(n))
+    yield sent
+    dropped = CounterMetricFamily(
+        "hyperframes_live_dropped_frames",
+        "Live copies of frames not sent (the recording keeps them), by reason: queue_full, "
+        "rate_cap.",
+        labels=["reason"],
+    )
+    for reason, n in sorted(dict(live.dropped).items()):
+        dropped.add_metric([reason], float(n))
+    yield dropped
+    yield CounterMetricFamily(
+        "hyperframes_live_events_sent", "Events sent to the live view.", value=live.events_sent
+    )
+    yield CounterMetricFamily(
+        "hyperframes_live_publish_errors",
+        "Live messages the server failed to encode or send.",
+        value=live.publish_errors,
+    )
+    yield GaugeMetricFamily(
+        "hyperframes_live_clients", "Live view clients subscribed to a channel.",
+        value=live.clients,
+    )  # fmt: skip
 
 
 class _StatsCollector:

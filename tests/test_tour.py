@@ -61,7 +61,8 @@ SKIPPED_LINES = {
     "s3://": "needs a bucket and the s3 extra (tests/test_convert_bucket.py, test_objstore.py)",
 }
 # pages whose first block is not something to run: a byte diagram, a hex dump
-NOT_EXAMPLES = {"FORMAT.md", "INGEST.md", "CLI.md", "ARCHITECTURE.md", "STORES.md", "ROS2.md"}
+NOT_EXAMPLES = {"FORMAT.md", "INGEST.md", "CLI.md", "ARCHITECTURE.md", "STORES.md", "ROS2.md",
+                "LIVE.md"}  # serve runs until stopped (tests/test_live_serve.py plays it)
 # names the first TRAINING example uses, from the tour's demo.hf
 TRAINING_PRELUDE = """
 from hyperframes import HyperframeReader

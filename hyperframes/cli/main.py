@@ -289,7 +289,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 # entry-point name -> the extra that brings what its commands need
-_EXTRA_OF = {"recorder": "recorder", "convert": "converter", "mcap": "mcap", "viz": "viz"}
+_EXTRA_OF = {"recorder": "recorder", "convert": "converter", "mcap": "mcap", "viz": "viz",
+             "live": "live"}  # fmt: skip
 
 
 def _unavailable(name: str, missing: str) -> Handler:

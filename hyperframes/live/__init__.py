@@ -1,0 +1,1 @@
+"""Live view and playback in Foxglove, over its WebSocket protocol (docs/LIVE.md)."""
