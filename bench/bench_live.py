@@ -16,8 +16,10 @@ modes run in turn within each repeat (a slow phase of a noisy box hits all):
   <= 10% more CPU than ``off``), with ``live.max_hz`` as given (default 10, the
   config's default; ``--max-hz 0`` sends every frame).
 
-Medians over ``--repeats``, the ratios to ``off``, and the frames per second the
-client received against the frames per second recorded, per stream.
+Medians over ``--repeats``, the ratios to ``off``, the CPU of foxglove-sdk's server
+threads (OS name ``tokio-rt-worker``: framing and sending to the client; included in the
+one-client total), and the frames per second the client received against the frames
+per second recorded, per stream.
 
 ``serve``: ``hyperframes serve`` time to first message after a seek (helper A's).
 """
@@ -46,6 +48,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from bench_ingest import (  # noqa: E402
+    CLK_TCK,
     NotifySocket,
     bench_config,
     count_frames,
@@ -60,6 +63,22 @@ from hyperframes.recorder.config import load_config  # noqa: E402
 from hyperframes.recorder.sim import simulate  # noqa: E402
 
 MODES = ("off", "no-client", "one-client")
+SDK_THREAD = "tokio-rt-worker"  # the OS name of foxglove-sdk's server threads (Rust, tokio)
+
+
+def thread_cpu(pid: int, name: str) -> float:
+    """utime + stime, in seconds, of the threads of ``pid`` whose OS name is ``name``."""
+    total = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            stat = (task / "stat").read_text()
+        except OSError:  # the thread ended
+            continue
+        comm, fields = stat[stat.index("(") + 1 : stat.rindex(")")], stat.rsplit(")", 1)[1]
+        if comm == name:
+            f = fields.split()
+            total += int(f[11]) + int(f[12])
+    return total / CLK_TCK
 
 
 # --- recorder -----------------------------------------------------------------------
@@ -148,9 +167,11 @@ async def run_mode(config_path: Path, mode: str, seconds: float, workdir: Path) 
             await asyncio.sleep(0.5)  # the subscriptions reach the server
             client.start()
         cpu0, t0 = cpu_seconds(proc.pid), time.monotonic()
+        sdk0 = thread_cpu(proc.pid, SDK_THREAD)
         result = await simulate(config, seconds, 1.0)
         url = f"http://{config.metrics.host}:{config.metrics.port}/metrics"
         await wait_received(url, result.total_sent, max(30.0, 2 * seconds))
+        sdk_pct = 100.0 * (thread_cpu(proc.pid, SDK_THREAD) - sdk0) / (time.monotonic() - t0)
         counted = 0.0
         if client is not None:
             await asyncio.sleep(0.3)
@@ -169,6 +190,7 @@ async def run_mode(config_path: Path, mode: str, seconds: float, workdir: Path) 
     wall = t_exit - t0
     return {
         "cpu_pct": 100.0 * (cpu_total - cpu0) / wall,
+        "sdk_pct": sdk_pct,
         "sent": result.sent,
         "found": found,
         "missing": sum(result.sent.values()) - sum(found.get(k, 0) for k in result.sent),
@@ -188,6 +210,7 @@ async def bench_recorder(args: argparse.Namespace) -> None:
               f"live.max_hz {args.max_hz:g}, {args.repeats} repeats")  # fmt: skip
         await run_mode(paths["off"], "off", min(args.seconds, 3.0), workdir)  # untimed warm-up
         cpu: dict[str, list[float]] = {m: [] for m in MODES}
+        sdk: list[float] = []
         rx: dict[str, list[float]] = collections.defaultdict(list)
         rec: dict[str, list[float]] = collections.defaultdict(list)
         for r in range(args.repeats):
@@ -196,13 +219,15 @@ async def bench_recorder(args: argparse.Namespace) -> None:
                 cpu[mode].append(run["cpu_pct"])
                 extra = ""
                 if mode == "one-client":
+                    sdk.append(run["sdk_pct"])
                     for name in run["sent"]:  # sensor streams (not the event stream)
                         rec[name].append(run["found"].get(name, 0) / run["elapsed"])
                         got = run["received"].get(f"/{name}", 0)
                         rx[f"/{name}"].append(got / run["counted_s"])
                     for topic in ("/events", "/hyperframes/status"):
                         rx[topic].append(run["received"].get(topic, 0) / run["counted_s"])
-                    extra = f", client got {sum(run['received'].values())} messages"
+                    extra = (f", client got {sum(run['received'].values())} messages, SDK "
+                             f"threads {run['sdk_pct']:.1f}%")  # fmt: skip
                 print(f"  [{r + 1}] {mode:<10} cpu {run['cpu_pct']:6.1f}% of a core, missing "
                       f"{run['missing']} of {sum(run['sent'].values())}{extra}",
                       flush=True)  # fmt: skip
@@ -212,6 +237,11 @@ async def bench_recorder(args: argparse.Namespace) -> None:
             med = statistics.median(cpu[mode])
             runs = " ".join(f"{c:.1f}" for c in cpu[mode])
             print(f"{mode:<11} {med:>13.1f} {runs:>24} {med / base_cpu:>13.3f}")
+        if sdk:
+            print(
+                f"one-client: foxglove-sdk's server threads ({SDK_THREAD}) "
+                f"{statistics.median(sdk):.1f}% of a core (median; part of the one-client total)"
+            )
         print(f"\n{'stream':<12} {'recorded fps':>13} {'client fps':>11}  (one-client, medians)")
         for name in sorted(rec):
             print(f"{name:<12} {statistics.median(rec[name]):>13.1f} "

@@ -120,6 +120,7 @@ class LiveFeed:
             port=lc.port,
             name=f"hyperframes recorder {self.config.vehicle_id}",
             backlog=lc.backlog,
+            warn_exposed=False,  # beyond loopback: exposure_warnings said so at start, once
         )
         server.json_channel(STATUS_TOPIC)  # advertised from the start, like the streams
         self._subscribed = server.has_subscribers

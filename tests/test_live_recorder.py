@@ -18,6 +18,7 @@ import subprocess
 import sys
 import threading
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,7 @@ pytest.importorskip("foxglove")
 pytest.importorskip("websockets")
 
 from hyperframes.errors import ConfigError
+from hyperframes.live.server import ExposedServerWarning
 from hyperframes.recorder.config import VehicleConfig, exposure_warnings, parse_config
 from hyperframes.recorder.daemon import Recorder
 from hyperframes.recorder.live import QUEUE_FULL, RATE_CAP, STATUS_TOPIC
@@ -343,3 +345,22 @@ def test_a_live_view_beyond_loopback_is_warned_about(tmp_path: Path) -> None:
     (warning,) = exposure_warnings(config_of(tmp_path, {"host": "0.0.0.0"}))
     assert "no authentication" in warning
     assert "ssh -L 8765:127.0.0.1:8765 vehicle" in warning
+
+
+def test_a_live_view_beyond_loopback_is_warned_about_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The recorder's config check warns; the server it starts does not warn again."""
+    cfg = parse_config(live_dict(tmp_path, {"host": "0.0.0.0", "port": 0}))
+
+    async def main() -> None:
+        async with Recorder(cfg) as rec:
+            await rec.ready.wait()
+            assert rec.live is not None and rec.live.port
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ExposedServerWarning)
+        run(main())
+    said = [r for r in caplog.records if "no authentication" in r.getMessage()]
+    assert len(said) == 1 and said[0].levelname == "WARNING", [r.getMessage() for r in said]
+    assert said[0].name == "hyperframes.recorder.daemon"

@@ -9,8 +9,16 @@ From a moto bucket the drive opens with the table reads only.
 
 from __future__ import annotations
 
+import queue
+import re
+import signal
+import socket
 import struct
+import subprocess
+import sys
+import threading
 import time
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -159,6 +167,9 @@ def test_live_server_publish_json_and_loopback_warning() -> None:
     streams = profile("demo").streams
     with pytest.warns(ExposedServerWarning):
         LiveServer(streams, host="0.0.0.0", port=0).close()
+    with warnings.catch_warnings():  # a caller that warned already (the recorder)
+        warnings.simplefilter("error", ExposedServerWarning)
+        LiveServer(streams, host="0.0.0.0", port=0, warn_exposed=False).close()
     with LiveServer(streams, port=0) as srv:
         assert not srv.has_subscribers(0) and srv.client_count == 0
         srv.publish(0, 1, b"\xff\xd8")  # nobody listens: nothing happens
@@ -174,6 +185,49 @@ def test_live_server_publish_json_and_loopback_warning() -> None:
             srv.publish_json("/hyperframes/status", {"drops": 3}, 42)
             (m,) = c.messages(1, timeout=5)
             assert (m.topic, m.log_time, c.decode(m)) == ("/hyperframes/status", 42, {"drops": 3})
+
+
+def test_the_serve_command_prints_where_to_connect_and_stops_on_ctrl_c(drive: Path) -> None:
+    """``hyperframes serve`` itself: port 0 picks a free port and the line it prints says
+    which; a client connects there and plays; SIGINT (Ctrl-C) stops it cleanly: exit 0
+    (the command's normal end: hyperframes/cli/live.py), the port closed."""
+    # cwd: not the checkout, where a stale *.egg-info could hide the entry point of serve
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "hyperframes.cli", "serve", str(drive), "--port", "0"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=drive,
+    )  # fmt: skip
+    try:
+        lines: queue.Queue[str] = queue.Queue()
+        assert proc.stderr is not None
+        threading.Thread(target=lambda: [lines.put(x) for x in proc.stderr], daemon=True).start()
+        said = ""
+        while "serving" not in said:
+            said = lines.get(timeout=60)
+        found = re.search(r"ws://127\.0\.0\.1:(\d+)", said)
+        assert found and "4 streams" in said and "Ctrl-C stops" in said, said
+        port = int(found.group(1))
+        assert port > 0
+        with FoxgloveClient(f"ws://127.0.0.1:{port}") as c:
+            c.wait_channels(4)
+            c.subscribe()
+            time.sleep(0.3)  # the subscriptions reach the server
+            with HyperframeReader(drive / "a.hf") as r:
+                infos = {"/" + s.name: s for s in r.streams.values()}
+            want = {"/" + name: dict(frames) for name, frames in stored(drive / "a.hf").items()}
+            start = min(t for frames in want.values() for t in frames)
+            c.playback(PLAYING, 1.0, start)
+            got = c.messages(5, timeout=10)
+            assert len(got) == 5
+            for m in got:  # the stored frames, decoded with the advertised schemas
+                check_decoded(c, m, want[m.topic][m.log_time], infos[m.topic])
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=20) == 0
+        with socket.socket() as s, pytest.raises(OSError):
+            s.connect(("127.0.0.1", port))
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
 
 
 @pytest.fixture

@@ -25,8 +25,9 @@ message is dropped when a client is slow: the caller is never blocked).
 and :meth:`LiveServer.broadcast_time` tell clients where playback is.
 
 The protocol has no authentication: a host other than a loopback address draws an
-:class:`ExposedServerWarning` (reach a vehicle through an SSH tunnel instead:
-``ssh -L 8765:127.0.0.1:8765 vehicle``).
+:class:`ExposedServerWarning` and a logged warning (reach a vehicle through an SSH
+tunnel instead: ``ssh -L 8765:127.0.0.1:8765 vehicle``); ``warn_exposed=False`` for a
+caller that has warned already (the recorder: its config check says it once).
 """
 
 from __future__ import annotations
@@ -128,8 +129,9 @@ class LiveServer:
         playback_range: tuple[int, int] | None = None,
         listener: PlaybackListener | None = None,
         backlog: int | None = None,
+        warn_exposed: bool = True,
     ) -> None:
-        if not is_loopback(host):
+        if warn_exposed and not is_loopback(host):
             msg = (
                 f"the live server listens on {host}:{port}: the Foxglove WebSocket protocol has "
                 "no authentication, anyone who reaches that address sees the data; prefer "
