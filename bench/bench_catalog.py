@@ -158,9 +158,9 @@ def _store(name: str) -> Iterator[Any]:
 
 def _section_build(args: argparse.Namespace, store: Any, tmp: Path) -> dict[str, Any]:
     from hyperframes.catalog.build import build, known_objects
-    from hyperframes.catalog.listing import _list_keys, list_sources
+    from hyperframes.catalog.listing import list_sources
     from hyperframes.catalog.store import CatalogRoot
-    from hyperframes.storage.objects import client_for
+    from hyperframes.storage.objects import client_for, list_objects
 
     bucket, client = args.bucket, store.client()
     client.create_bucket(Bucket=bucket)
@@ -206,7 +206,7 @@ def _section_build(args: argparse.Namespace, store: Any, tmp: Path) -> dict[str,
         listed = list_sources(src)
         t_lists.append(time.perf_counter() - t)
         t = time.perf_counter()
-        flat = _list_keys(bucket, "raw/")  # one paginated listing, as before (baseline)
+        flat = list_objects(bucket, "raw/")  # one paginated listing, as before (baseline)
         t_flats.append(time.perf_counter() - t)
         t = time.perf_counter()
         known_objects(CatalogRoot.open(root), workers=args.workers)

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from hyperframes.storage.objects import client_for, fail, is_url, split_s3_url
+from hyperframes.storage.objects import fail, is_url, list_objects, split_s3_url
 
 __all__ = ["Listed", "list_sources", "quoted_etag"]
 
@@ -105,7 +105,7 @@ def _bucket(source: str) -> Iterator[Listed]:
         wanted = ""
     try:
         if key.endswith(_SUFFIX) and at < 0:
-            objs = _list_keys(bucket, prefix)
+            objs = list_objects(bucket, prefix)
         else:
             objs = _list_tree(bucket, prefix)
         for obj in objs:
@@ -126,18 +126,6 @@ def _bucket(source: str) -> Iterator[Listed]:
         raise fail(source, exc) from None
 
 
-def _list_keys(bucket: str, prefix: str, delimiter: str = "") -> list[dict[str, Any]]:
-    """Every object under ``prefix`` (with a ``delimiter``: those directly under it, and
-    its first-level prefixes as ``{"Prefix": ...}`` entries)."""
-    pages = client_for().get_paginator("list_objects_v2")
-    out: list[dict[str, Any]] = []
-    extra = {"Delimiter": delimiter} if delimiter else {}
-    for page in pages.paginate(Bucket=bucket, Prefix=prefix, **extra):
-        out += page.get("Contents", [])
-        out += page.get("CommonPrefixes", [])
-    return out
-
-
 def _list_tree(bucket: str, prefix: str) -> list[dict[str, Any]]:
     """Every object under ``prefix``, by key: the first-level prefixes (one per vehicle in
     a fleet's layout; a lone one is descended into) listed recursively on threads, at
@@ -147,14 +135,14 @@ def _list_tree(bucket: str, prefix: str) -> list[dict[str, Any]]:
     for _ in range(_DESCEND_MAX):
         if len(subs) != 1:
             break
-        at = _list_keys(bucket, subs[0], "/")
+        at = list_objects(bucket, subs[0], delimiter="/")
         objs += [o for o in at if "Key" in o]
         subs = [o["Prefix"] for o in at if "Prefix" in o]
     if len(subs) == 1:
-        objs += _list_keys(bucket, subs[0])
+        objs += list_objects(bucket, subs[0])
     elif subs:
         with ThreadPoolExecutor(min(_LIST_THREADS, len(subs))) as pool:
-            for got in pool.map(lambda p: _list_keys(bucket, p), subs):
+            for got in pool.map(lambda p: list_objects(bucket, p), subs):
                 objs += got
     objs.sort(key=lambda o: str(o["Key"]))
     return objs

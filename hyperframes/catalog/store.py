@@ -32,7 +32,14 @@ from hyperframes.catalog.schema import (
     partition_dir,
 )
 from hyperframes.storage.local import fsync_dir, write_atomic
-from hyperframes.storage.objects import classify_error, client_for, fail, is_url, split_s3_url
+from hyperframes.storage.objects import (
+    classify_error,
+    client_for,
+    fail,
+    is_url,
+    list_objects,
+    split_s3_url,
+)
 
 __all__ = ["CatalogRoot", "PART_PREFIX", "PART_SUFFIX", "part_name"]
 
@@ -237,14 +244,10 @@ class CatalogRoot:
         """The keys under ``rel_prefix``, relative to the root."""
         base = self._key(rel_prefix)
         cut = len(self._prefix) + 1 if self._prefix else 0
-        out: list[str] = []
         try:
-            pages = client_for().get_paginator("list_objects_v2")
-            for page in pages.paginate(Bucket=self._bucket, Prefix=base):
-                out += [obj["Key"][cut:] for obj in page.get("Contents", [])]
+            return [obj["Key"][cut:] for obj in list_objects(self._bucket, base)]
         except Exception as exc:  # botocore raises many kinds
             raise fail(self._child(rel_prefix), exc) from None
-        return out
 
     def _create_marker(self) -> None:
         data = marker_bytes()

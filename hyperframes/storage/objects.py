@@ -49,6 +49,7 @@ from hyperframes._install import install_hint
 from hyperframes.errors import HyperframesError
 
 __all__ = [
+    "list_objects",
     "is_url",
     "split_s3_url",
     "RemoteFile",
@@ -408,6 +409,22 @@ class RemoteFile:
         self._spans.clear()
 
 
+def list_objects(
+    bucket: str, prefix: str, *, delimiter: str = "", client: Any = None
+) -> list[dict[str, Any]]:
+    """Every object under ``prefix``, as ``list_objects_v2`` describes it (``Key``,
+    ``Size``, ``ETag``, ``LastModified``), all pages; with a ``delimiter``, those directly
+    under it and its first-level prefixes as ``{"Prefix": ...}`` entries. Raises what
+    botocore raises (callers name the URL: :func:`fail`)."""
+    pages = (client or client_for()).get_paginator("list_objects_v2")
+    extra = {"Delimiter": delimiter} if delimiter else {}
+    out: list[dict[str, Any]] = []
+    for page in pages.paginate(Bucket=bucket, Prefix=prefix, **extra):
+        out += page.get("Contents", [])
+        out += page.get("CommonPrefixes", [])
+    return out
+
+
 def list_urls(pattern: str) -> list[str]:
     """The objects matching ``s3://bucket/prefix/*.hf`` (a glob in the last component), sorted."""
     import fnmatch  # noqa: PLC0415
@@ -417,11 +434,8 @@ def list_urls(pattern: str) -> list[str]:
     if not any(ch in glob for ch in "*?["):
         return [pattern]
     base = f"{prefix}/" if prefix else ""
-    names: list[str] = []
     try:
-        pages = client_for().get_paginator("list_objects_v2")
-        for page in pages.paginate(Bucket=bucket, Prefix=base, Delimiter="/"):
-            names += [obj["Key"] for obj in page.get("Contents", [])]
+        names = [o["Key"] for o in list_objects(bucket, base, delimiter="/") if "Key" in o]
     except Exception as exc:  # botocore raises many kinds
         raise fail(pattern, exc) from None
     return sorted(
