@@ -1,26 +1,48 @@
 """``hyperframes serve``: play recorded hyperframe files to Foxglove, with playback control.
 
-:class:`Player` opens the files of a drive (a file, a drive directory, a glob, or
-an ``s3://`` prefix or glob), reading only their tables, and plays them to a
-:class:`~hyperframes.live.server.LiveServer` advertising the drive's time range:
-Foxglove's play, pause, seek and speed controls drive a paced loop on a thread.
+:class:`Player` plays the files of a drive (a file, a drive directory, a glob, or
+an ``s3://`` prefix or glob) to a :class:`~hyperframes.live.server.LiveServer`
+advertising the drive's time range: Foxglove's play, pause, seek and speed
+controls drive a paced loop on a thread.
+
+Opening is lazy: the first file (by name) is opened (its tables read) for the
+stream table, every other file's time span comes from its 512-byte header alone
+(one read each, :data:`_HEAD_THREADS` at once; a ranged GET from a bucket). A
+file's tables are read when playback reaches it; at most :data:`_OPEN` files are
+kept open (the least recently used is closed). The stream table is the first
+file's: a stream another file describes differently is left out of that file
+(logged), a stream only later files have is not served.
+
 The loop reads one chunk of drive time at a time from the current position (one
-coalesced read per stream and chunk: ranged GETs from a bucket), and sends each
-frame when the wall clock reaches its capture time scaled by the speed. A seek
-starts at the first frame at or after the requested time; a video stream
-(H.264/H.265/AV1) starts at its newest keyframe at or before it, so the picture
-decodes at once. Stretches without frames (between segments) are skipped.
+coalesced read per stream and chunk), and sends each frame when the wall clock
+reaches its capture time scaled by the speed. After a seek each stream starts
+with the state at that instant: a video stream (H.264/H.265/AV1) from its newest
+keyframe at or before the time (so the picture decodes at once), any other stream
+(images, point clouds, IMU, events) from its newest frame at or before it; those
+are looked up in the file holding the time and up to :data:`_LOOKBACK` - 1 files
+before it of the same drive (no hole over :data:`_DRIVE_GAP_NS` between them), and
+sent at once with their own (earlier) timestamps. Stretches without frames
+(between segments) are skipped.
+
+The recorder's event stream (:data:`~hyperframes.events.EVENT_STREAM_ID`) is a
+stream like the others: its frames go out on ``/events`` as the stored JSON, the
+channel and encoding of the recorder's live view. Quarantined frames (the files'
+quarantine tables: malformed timestamps) are not played; each file that has
+some logs how many were left out, once, at start.
 """
 
 from __future__ import annotations
 
+import bisect
 import glob
 import heapq
 import logging
 import os
 import threading
 import time
-from collections.abc import Sequence
+from collections import OrderedDict
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -32,19 +54,25 @@ from foxglove.websocket import (
     PlaybackStatus,
 )
 
+from hyperframes._structure import read_header
+from hyperframes.errors import HyperframesError, NotFinalizedError
 from hyperframes.format import search
-from hyperframes.format.layout import FrameFlags
+from hyperframes.format.layout import HEADER_SIZE, FrameFlags, Header
 from hyperframes.format.streams import StreamInfo
 from hyperframes.live.server import LiveServer
 from hyperframes.mcap.schemas import Codec, channel_for
 from hyperframes.reader import HyperframeReader
-from hyperframes.storage.objects import is_url, list_urls
+from hyperframes.storage.objects import client_for, fail, is_url, list_urls, split_s3_url
 
-__all__ = ["resolve_sources", "Player", "serve"]
+__all__ = ["resolve_sources", "read_head", "Player", "serve"]
 
 log = logging.getLogger(__name__)
 _CHUNK_NS = 250_000_000  # drive time read at once
 _GAP_NS = 1_000_000_000  # a jump over more than this re-anchors the clock (no waiting)
+_OPEN = 4  # files kept open (tables read), least recently used closed first
+_LOOKBACK = 4  # files searched for a stream's frame (keyframe) before a seek time
+_DRIVE_GAP_NS = 10_000_000_000  # a hole between files longer than this: another drive
+_HEAD_THREADS = 8  # headers read at once when opening
 
 
 def resolve_sources(path: str | os.PathLike[str]) -> list[str]:
@@ -71,17 +99,50 @@ def resolve_sources(path: str | os.PathLike[str]) -> list[str]:
     return files
 
 
-def _stream_table(
-    readers: Sequence[HyperframeReader], names: Sequence[str] | None
-) -> list[StreamInfo]:
-    """The streams by name, the same in every file (``ValueError`` otherwise or for an
-    unknown name): the first file's :class:`StreamInfo` of each."""
-    table: dict[str, StreamInfo] = {}
-    for r in readers:
-        for s in r.streams.values():
-            a = table.setdefault(s.name, s)
-            if (a.kind, a.encoding, a.dtype, a.shape) != (s.kind, s.encoding, s.dtype, s.shape):
-                raise ValueError(f"{r.name}: stream {s.name!r} differs from the other files")
+class _Head:
+    """The first bytes of a file, as a :class:`~hyperframes.storage.source.RangeSource`."""
+
+    def __init__(self, data: bytes, size: int) -> None:
+        self.data = data
+        self.size = size
+
+    def pread(self, size: int, offset: int) -> bytes:
+        """Up to ``size`` bytes at ``offset`` (of those held)."""
+        return self.data[offset : offset + size]
+
+    def prefetch(self, offset: int, size: int) -> None:
+        """Nothing: all there is is held."""
+
+
+def read_head(path: str) -> Header:
+    """The checked header of the finalized file ``path`` alone: one 512-byte read (a
+    ranged GET from a bucket). Raises what opening the file would raise on damage."""
+    if is_url(path):
+        bucket, key = split_s3_url(path)
+        try:
+            got = client_for().get_object(
+                Bucket=bucket, Key=key, Range=f"bytes=0-{HEADER_SIZE - 1}"
+            )
+            data: bytes = got["Body"].read()
+        except Exception as exc:  # botocore raises many kinds; all become RemoteError
+            raise fail(path, exc) from None
+        total = str(got.get("ContentRange", "")).rpartition("/")[2]
+        size = int(total) if total.isdigit() else len(data)
+        h = read_header(_Head(data, size), path, size)
+    else:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        try:
+            h = read_header(fd, path, os.fstat(fd).st_size)
+        finally:
+            os.close(fd)
+    if not h.finalized:
+        raise NotFinalizedError(path)
+    return h
+
+
+def _stream_table(reader: HyperframeReader, names: Sequence[str] | None) -> list[StreamInfo]:
+    """``reader``'s streams, or those named (``ValueError`` for an unknown name)."""
+    table = {s.name: s for s in reader.streams.values()}
     if names is None:
         return list(table.values())
     unknown = [n for n in names if n not in table]
@@ -90,11 +151,61 @@ def _stream_table(
     return [table[n] for n in names]
 
 
+def _same(a: StreamInfo, b: StreamInfo) -> bool:
+    return (a.kind, a.encoding, a.dtype, a.shape) == (b.kind, b.encoding, b.dtype, b.shape)
+
+
 @dataclass(slots=True)
 class _Source:
+    """An open file: its reader and the served streams it has."""
+
     reader: HyperframeReader
     ids: dict[int, int]  # served stream id -> id in this file
     keyframes: dict[int, np.ndarray] = field(default_factory=dict)  # sid -> keyframe times
+
+    def times(self, sid: int, keyframes: bool) -> np.ndarray:
+        """The capture times of served stream ``sid`` here (of its keyframes only)."""
+        r, fid = self.reader, self.ids[sid]
+        if not keyframes:
+            return r.timestamps(fid)
+        kf = self.keyframes.get(sid)
+        if kf is None:
+            lo, hi = r.stream_slice(fid)
+            rows = r.index[lo:hi]
+            key = (rows["flags"] & int(FrameFlags.KEYFRAME)) != 0
+            kf = self.keyframes[sid] = np.ascontiguousarray(rows["timestamp_ns"][key])
+        return kf
+
+
+@dataclass(frozen=True, slots=True)
+class _Segment:
+    """One file and its span (from its header)."""
+
+    path: str
+    start_ns: int
+    end_ns: int
+
+
+class _Readers:
+    """``Player.readers``: the files' readers in time order, each opened when indexed (a
+    reader may be closed again once :data:`_OPEN` others were used since); ``len`` opens
+    nothing."""
+
+    def __init__(self, player: Player) -> None:
+        self._player = player
+
+    def __len__(self) -> int:
+        return len(self._player.segments)
+
+    def __getitem__(self, i: int) -> HyperframeReader:
+        k = range(len(self))[i]
+        src = self._player._open(k)
+        if src is None:
+            raise self._player._failed[k]
+        return src.reader
+
+    def __iter__(self) -> Iterator[HyperframeReader]:
+        return (self[i] for i in range(len(self)))
 
 
 class Player:
@@ -117,26 +228,37 @@ class Player:
     ) -> None:
         if not files:
             raise ValueError("no input files")
-        self.readers = [HyperframeReader(p) for p in files]
-        self.readers.sort(key=lambda r: r.start_ns)
-        self.streams: list[StreamInfo] = _stream_table(self.readers, streams)
+        paths = [os.fspath(p) for p in files]
+        first = HyperframeReader(paths[0])
+        self._lock = threading.Lock()  # the open files
+        self._open_files: OrderedDict[int, _Source] = OrderedDict()
+        self._failed: dict[int, Exception] = {}  # files that did not open
+        try:
+            self.streams: list[StreamInfo] = _stream_table(first, streams)
+            with ThreadPoolExecutor(min(_HEAD_THREADS, len(paths))) as pool:
+                heads = [first.header, *pool.map(read_head, paths[1:])]
+        except BaseException:
+            first.close()
+            raise
+        for p, h in zip(paths, heads, strict=True):
+            if h.quarantine_count:
+                log.info("%s: %d quarantined frame(s) left out (not played)", p, h.quarantine_count)
+        order = sorted(range(len(paths)), key=lambda i: heads[i].start_ns)
+        self.segments = [_Segment(paths[i], heads[i].start_ns, heads[i].end_ns) for i in order]
+        """The files in time order (their spans from their headers)."""
+        self._starts = [s.start_ns for s in self.segments]
+        self._open_files[order.index(0)] = _Source(first, self._ids(first))
+        self.readers = _Readers(self)
         self._video = {s.id for s in self.streams if channel_for(s).codec is Codec.VIDEO}
-        self._sources = [
-            _Source(
-                r,
-                {s.id: t.id for s in self.streams for t in r.streams.values() if t.name == s.name},
-            )
-            for r in self.readers
-        ]
-        self.start_ns = min(r.start_ns for r in self.readers)
-        self.end_ns = max(r.end_ns for r in self.readers)
+        self.start_ns = self.segments[0].start_ns
+        self.end_ns = max(s.end_ns for s in self.segments)
         self.chunk_ns = chunk_ns
         self._cond = threading.Condition()
         self._gen = 0  # bumped by every control change: the loop drops what it was doing
         self._playing = autoplay
         self._speed = speed
         self._position = self.start_ns  # next drive time to play
-        self._seek_to: int | None = self.start_ns  # first chunk: the keyframe rule applies
+        self._seek_to: int | None = self.start_ns  # first chunk: the seek rules apply
         self._closed = False
         self.sent = 0
         self.server = LiveServer(
@@ -199,7 +321,8 @@ class Player:
             self._cond.notify_all()
 
     def seek(self, t_ns: int, *, _locked: bool = False) -> None:
-        """Continue from drive time ``t_ns`` (video from its newest keyframe at or before)."""
+        """Continue from drive time ``t_ns`` (each stream from its state there: see the
+        module docstring)."""
         if not _locked:
             with self._cond:
                 self.seek(t_ns, _locked=True)
@@ -210,56 +333,110 @@ class Player:
         self._gen += 1
         self._cond.notify_all()
 
+    # --- files -------------------------------------------------------------------------
+
+    def _ids(self, reader: HyperframeReader) -> dict[int, int]:
+        """Served stream id -> id in ``reader``'s file, for the served streams it has alike."""
+        mine = {s.name: s for s in reader.streams.values()}
+        ids: dict[int, int] = {}
+        for s in self.streams:
+            t = mine.get(s.name)
+            if t is not None and not _same(s, t):
+                log.warning("%s: stream %r differs from the first file's: left out", reader.name,
+                            s.name)  # fmt: skip
+            elif t is not None:
+                ids[s.id] = t.id
+        return ids
+
+    def _open(self, i: int) -> _Source | None:
+        """Segment ``i``, opened (its tables read) if it is not; the least recently used
+        beyond :data:`_OPEN` is closed. None for a file that does not open (damaged since
+        its header was read, gone): logged once, then left out."""
+        with self._lock:
+            src = self._open_files.get(i)
+            if src is not None:
+                self._open_files.move_to_end(i)
+                return src
+            if i in self._failed:
+                return None
+            path = self.segments[i].path
+            try:
+                reader = HyperframeReader(path)
+            except (HyperframesError, OSError) as exc:
+                self._failed[i] = exc
+                log.error("%s: left out, it does not open: %s", path, exc)
+                return None
+            src = self._open_files[i] = _Source(reader, self._ids(reader))
+            while len(self._open_files) > _OPEN:
+                self._open_files.popitem(last=False)[1].reader.close()
+            return src
+
+    def _lookback(self, t: int) -> Iterator[int]:
+        """The segments that may hold a frame at or before ``t``, newest first: up to
+        :data:`_LOOKBACK`, none past a hole of :data:`_DRIVE_GAP_NS` (another drive)."""
+        edge = t
+        for n, i in enumerate(reversed(range(bisect.bisect_right(self._starts, t)))):
+            seg = self.segments[i]
+            if n == _LOOKBACK or seg.end_ns + _DRIVE_GAP_NS < edge:
+                return
+            edge = min(edge, seg.start_ns)
+            yield i
+
     # --- reading -----------------------------------------------------------------------
 
-    def _keyframe_before(self, sid: int, t: int) -> int | None:
-        """The time of ``sid``'s newest keyframe at or before ``t``, in any file."""
+    def _before(self, sid: int, t: int) -> int | None:
+        """The time of ``sid``'s newest frame at or before ``t`` (a keyframe for video)."""
         best: int | None = None
-        for src in self._sources:
-            if sid not in src.ids or src.reader.start_ns > t:
+        for i in self._lookback(t):
+            if best is not None and self.segments[i].end_ns <= best:
+                continue  # nothing newer there
+            src = self._open(i)
+            if src is None or sid not in src.ids:
                 continue
-            kf = src.keyframes.get(sid)
-            if kf is None:
-                r, fid = src.reader, src.ids[sid]
-                lo, hi = r.stream_slice(fid)
-                rows = r.index[lo:hi]
-                kf = np.ascontiguousarray(
-                    rows["timestamp_ns"][(rows["flags"] & int(FrameFlags.KEYFRAME)) != 0]
-                )
-                src.keyframes[sid] = kf
-            i = search.find(kf, t, "before")
-            if i is not None and (best is None or int(kf[i]) > best):
-                best = int(kf[i])
+            ts = src.times(sid, keyframes=sid in self._video)
+            k = search.find(ts, t, "before")
+            if k is not None and (best is None or int(ts[k]) > best):
+                best = int(ts[k])
         return best
 
     def _next_after(self, t: int) -> int | None:
+        """The time of the first frame at or after ``t`` of any served stream."""
         best: int | None = None
-        for src in self._sources:
-            if src.reader.end_ns < t:
+        for i, seg in enumerate(self.segments):
+            if best is not None and seg.start_ns > best:
+                break
+            if seg.end_ns < t:
                 continue
-            for fid in src.ids.values():
-                ts = src.reader.timestamps(fid)
-                i = search.find(ts, t, "after")
-                if i is not None and (best is None or int(ts[i]) < best):
-                    best = int(ts[i])
+            src = self._open(i)
+            if src is None:
+                continue
+            for sid in src.ids:
+                ts = src.times(sid, keyframes=False)
+                k = search.find(ts, t, "after")
+                if k is not None and (best is None or int(ts[k]) < best):
+                    best = int(ts[k])
         return best
 
     def _read(self, lo: int, hi: int, seek: int | None) -> list[tuple[int, int, memoryview]]:
         """``(t, stream id, payload)`` of the frames in ``[lo, hi]`` in time order; after a
-        seek to ``seek``, video streams from their newest keyframe at or before it."""
+        seek to ``seek`` (= ``lo``), each stream from its frame before (:meth:`_before`)."""
         per: list[list[tuple[int, int, memoryview]]] = []
         for sid in (s.id for s in self.streams):
             a = lo
-            if seek is not None and sid in self._video:
-                kf = self._keyframe_before(sid, seek)
-                a = kf if kf is not None else lo
+            if seek is not None:
+                before = self._before(sid, seek)
+                a = before if before is not None else lo
             rows: list[tuple[int, int, memoryview]] = []
-            for src in self._sources:
-                r = src.reader
-                fid = src.ids.get(sid)
-                if fid is None or r.end_ns < a or r.start_ns > hi:
+            for i, seg in enumerate(self.segments):
+                if seg.start_ns > hi:
+                    break
+                if seg.end_ns < a:
                     continue
-                rows += [(f.timestamp_ns, sid, f.data.data) for f in r.read_range(fid, a, hi)]
+                src = self._open(i)
+                if src is None or sid not in src.ids:
+                    continue
+                frames = src.reader.read_range(src.ids[sid], a, hi)
+                rows += [(f.timestamp_ns, sid, f.data.data) for f in frames]
             rows.sort(key=lambda x: x[0])
             per.append(rows)
         return list(heapq.merge(*per, key=lambda x: x[0]))
@@ -338,8 +515,10 @@ class Player:
             self._cond.notify_all()
         self._thread.join(timeout=5)
         self.server.close()
-        for r in self.readers:
-            r.close()
+        with self._lock:
+            for src in self._open_files.values():
+                src.reader.close()
+            self._open_files.clear()
 
     def __enter__(self) -> Player:
         return self
