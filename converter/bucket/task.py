@@ -65,6 +65,7 @@ from hyperframes.converter.outcome import error_of, fault_of
 from hyperframes.errors import HyperframesError
 from hyperframes.format.layout import HEADER_SIZE
 from hyperframes.storage.objects import split_s3_url
+from hyperframes.storage.source import HeldBytes
 
 __all__ = [
     "BUCKET_FAULT_ENV",
@@ -161,21 +162,6 @@ def move_to_failed(
     raise BucketError(bucket.url(layout.failed(name)), "1000 failed copies of this name")
 
 
-class _Head:
-    """An object's first bytes as the reader's :class:`~hyperframes.storage.source.RangeSource`."""
-
-    def __init__(self, data: bytes, size: int) -> None:
-        self.data = data
-        self.size = size
-
-    def pread(self, size: int, offset: int) -> bytes:
-        """Bytes of the span held (the header's)."""
-        return self.data[offset : offset + size]
-
-    def prefetch(self, offset: int, size: int) -> None:
-        """Nothing beyond the header is fetched."""
-
-
 def _check_header(bucket: Bucket, key: str, *, etag: str | None, size: int | None) -> None:
     """Refuse ``key`` unless it starts with a hyperframe file's header (the reader's checks:
     magic, version, CRC32C...), reading only that: one ranged GET of 512 bytes, none when
@@ -186,7 +172,7 @@ def _check_header(bucket: Bucket, key: str, *, etag: str | None, size: int | Non
         data, obj = bucket.head_bytes(key, HEADER_SIZE, etag=etag)
         size = obj.size
     try:
-        read_header(_Head(data, size), url, size)
+        read_header(HeldBytes(data, size), url, size)
     except HyperframesError as exc:
         why = str(exc).removeprefix(f"{url}: ")
         raise InputError(

@@ -63,6 +63,7 @@ from hyperframes.live.server import LiveServer
 from hyperframes.mcap.schemas import Codec, channel_for
 from hyperframes.reader import HyperframeReader
 from hyperframes.storage.objects import client_for, fail, is_url, list_urls, split_s3_url
+from hyperframes.storage.source import HeldBytes
 
 __all__ = ["resolve_sources", "read_head", "Player", "serve"]
 
@@ -99,21 +100,6 @@ def resolve_sources(path: str | os.PathLike[str]) -> list[str]:
     return files
 
 
-class _Head:
-    """The first bytes of a file, as a :class:`~hyperframes.storage.source.RangeSource`."""
-
-    def __init__(self, data: bytes, size: int) -> None:
-        self.data = data
-        self.size = size
-
-    def pread(self, size: int, offset: int) -> bytes:
-        """Up to ``size`` bytes at ``offset`` (of those held)."""
-        return self.data[offset : offset + size]
-
-    def prefetch(self, offset: int, size: int) -> None:
-        """Nothing: all there is is held."""
-
-
 def read_head(path: str) -> Header:
     """The checked header of the finalized file ``path`` alone: one 512-byte read (a
     ranged GET from a bucket). Raises what opening the file would raise on damage."""
@@ -128,7 +114,7 @@ def read_head(path: str) -> Header:
             raise fail(path, exc) from None
         total = str(got.get("ContentRange", "")).rpartition("/")[2]
         size = int(total) if total.isdigit() else len(data)
-        h = read_header(_Head(data, size), path, size)
+        h = read_header(HeldBytes(data, size), path, size)
     else:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
         try:

@@ -13,7 +13,7 @@ from typing import Protocol, TypeAlias
 
 import numpy as np
 
-__all__ = ["BytesLike", "Fd", "RangeSource", "file_size", "pread_exact", "pread_into"]
+__all__ = ["BytesLike", "Fd", "HeldBytes", "RangeSource", "file_size", "pread_exact", "pread_into"]
 
 BytesLike: TypeAlias = bytes | bytearray | memoryview
 """What a write takes: any contiguous bytes."""
@@ -31,6 +31,22 @@ class RangeSource(Protocol):
     def prefetch(self, offset: int, size: int) -> None:
         """Fetch and keep ``[offset, offset + size)``."""
         ...
+
+
+class HeldBytes:
+    """The first bytes of a file (or object), already read, as a :class:`RangeSource` of a
+    file of ``size`` bytes: to check a header fetched on its own (one ranged GET)."""
+
+    def __init__(self, data: bytes, size: int) -> None:
+        self.data = data
+        self.size = size
+
+    def pread(self, size: int, offset: int) -> bytes:
+        """Up to ``size`` bytes at ``offset``, of those held."""
+        return self.data[offset : offset + size]
+
+    def prefetch(self, offset: int, size: int) -> None:
+        """Nothing beyond what is held is fetched."""
 
 
 Fd: TypeAlias = int | RangeSource
