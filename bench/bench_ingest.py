@@ -666,7 +666,7 @@ def per_byte_parts(config_path: Path, repeats: int = 7) -> None:
     def write(sync: bool) -> None:
         fd = os.open(sink, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         for b in stored:
-            os.writev(fd, b if isinstance(b, list) else [b])
+            os.write(fd, b)
         if sync:
             os.fsync(fd)
         os.close(fd)

@@ -22,7 +22,7 @@ from hyperframes.format.jsontext import parse_json
 from hyperframes.recorder.upload.errors import UploadError
 from hyperframes.recorder.upload.request_doc import MAX_REQUEST_BYTES, valid_id
 from hyperframes.storage.local import safe_dir, write_atomic
-from hyperframes.storage.objects import classify_error, client_for, split_s3_url
+from hyperframes.storage.objects import classify_error, client_for, list_objects, split_s3_url
 
 __all__ = ["Listed", "RequestStore"]
 
@@ -105,15 +105,11 @@ class RequestStore:
                     if e.is_dir(follow_symlinks=False) and not e.name.startswith(".")
                 )
             return []
-        out: list[str] = []
-        pages = self.client.get_paginator("list_objects_v2").paginate(
-            Bucket=self.bucket, Prefix=self._key("", "") + "/" if self.prefix else "", Delimiter="/"
+        prefix = self._key("", "") + "/" if self.prefix else ""
+        found = self._s3(
+            lambda: list_objects(self.bucket, prefix, delimiter="/", client=self.client), self.url
         )
-        for page in self._s3(lambda: list(pages), self.url):
-            out += [
-                p["Prefix"].rstrip("/").rsplit("/", 1)[-1] for p in page.get("CommonPrefixes", [])
-            ]
-        return sorted(out)
+        return sorted(o["Prefix"].rstrip("/").rsplit("/", 1)[-1] for o in found if "Prefix" in o)
 
     def _names(self, vehicle: str) -> dict[str, int]:
         """Object names under ``URL/VEHICLE/`` and their sizes."""
@@ -131,15 +127,14 @@ class RequestStore:
                 raise UploadError("io", f"{d}: {exc.strerror or exc}") from None
             return found
         prefix = self._key(vehicle) + "/"
-        pages = self.client.get_paginator("list_objects_v2").paginate(
-            Bucket=self.bucket, Prefix=prefix
+        listed: list[dict[str, Any]] = self._s3(
+            lambda: list_objects(self.bucket, prefix, client=self.client), self.where(vehicle, "")
         )
         names: dict[str, int] = {}
-        for page in self._s3(lambda: list(pages), self.where(vehicle, "")):
-            for o in page.get("Contents", []):
-                name = str(o["Key"])[len(prefix) :]
-                if "/" not in name:
-                    names[name] = int(o.get("Size", 0))
+        for o in listed:
+            name = str(o["Key"])[len(prefix) :]
+            if "/" not in name:
+                names[name] = int(o.get("Size", 0))
         return names
 
     def list(self, vehicle: str) -> list[Listed]:
