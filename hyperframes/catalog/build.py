@@ -23,10 +23,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any, Final, NamedTuple
 
+import pyarrow as pa
+
 from hyperframes.catalog.listing import Listed, list_sources
 from hyperframes.catalog.rows import Row, one_line, problem_row, segment_rows, tables
 from hyperframes.catalog.scan import scan_segment
-from hyperframes.catalog.store import CatalogRoot
+from hyperframes.catalog.store import CatalogRoot, newest_per_key
 from hyperframes.errors import HyperframesError
 from hyperframes.storage.objects import RemoteError, UnexpectedObjectError
 
@@ -91,22 +93,21 @@ def known_objects(root: CatalogRoot, *, workers: int = 8) -> dict[str, Known]:
     """Every URI the catalog holds (segments and problems), with its newest record."""
     parts = [p for table in ("segments", "problems") for p in root.list_parts(table)]
 
-    def load(part: str) -> list[dict[str, Any]]:
+    def load(part: str) -> pa.Table | None:
         try:
-            rows: list[dict[str, Any]] = root.read_part(part, _KNOWN_COLUMNS).to_pylist()
+            return root.read_part(part, _KNOWN_COLUMNS)
         except FileNotFoundError:  # compacted meanwhile: its rows are in the merged part
-            return []
-        return rows
+            return None
 
-    known: dict[str, Known] = {}
     with ThreadPoolExecutor(max(1, workers)) as pool:
-        for rows in pool.map(load, parts):
-            for r in rows:
-                k = Known(r["bytes_stored"], r["etag"], r["modified_ns"], r["cataloged_ns"] or 0)
-                old = known.get(r["uri"])
-                if old is None or k.cataloged_ns >= old.cataloged_ns:
-                    known[r["uri"]] = k
-    return known
+        loaded = [t for t in pool.map(load, parts) if t is not None]
+    if not loaded:
+        return {}
+    rows = newest_per_key(pa.concat_tables(loaded, promote_options="default"), ("uri",))
+    return {
+        r["uri"]: Known(r["bytes_stored"], r["etag"], r["modified_ns"], r["cataloged_ns"] or 0)
+        for r in rows.to_pylist()
+    }
 
 
 def unchanged(obj: Listed, known: Known | None) -> bool:

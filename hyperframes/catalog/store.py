@@ -15,6 +15,7 @@ import io
 import os
 import uuid
 from collections import defaultdict
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Final
 
@@ -275,8 +276,13 @@ def _make_dirs(path: Path) -> None:
 
 
 def _newest_per_key(table: str, rows: pa.Table) -> pa.Table:
-    """The newest row (``cataloged_ns``) of each key; events keep one row per segment."""
-    keys = KEYS[table] if table != "events" else ("event_id", "uri")
+    """The newest row of each key of ``table``; events keep one row per segment."""
+    return newest_per_key(rows, KEYS[table] if table != "events" else ("event_id", "uri"))
+
+
+def newest_per_key(rows: pa.Table, keys: Sequence[str]) -> pa.Table:
+    """The newest row (highest ``cataloged_ns``) of each distinct value of ``keys``: what
+    the views keep (builders never rewrite parts, they add newer rows)."""
     rows = rows.sort_by([("cataloged_ns", "descending")])
     seen: set[tuple[Any, ...]] = set()
     keep: list[int] = []
