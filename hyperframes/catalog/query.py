@@ -22,7 +22,6 @@ from typing import Any
 
 import duckdb
 import pyarrow as pa
-import pyarrow.fs as pafs
 
 from hyperframes.catalog.errors import CatalogError
 from hyperframes.catalog.sql import EventsFilter, events_sql
@@ -200,48 +199,6 @@ def _count_local(base: str, scans: list[tuple[int, list[str]]]) -> int:
     return sum(max(len(named.get(t, ())), counted.get(t, 0)) for t in tables)
 
 
-class _CountingHandler(pafs.FileSystemHandler):  # type: ignore[misc]
-    """A pyarrow filesystem that forwards to another and records the files opened."""
-
-    def __init__(self, fs: pafs.FileSystem) -> None:
-        self.fs = fs
-        self.opened: set[str] = set()
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, _CountingHandler) and other.fs == self.fs
-
-    def __ne__(self, other: object) -> bool:
-        return not self == other
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def get_type_name(self) -> str:
-        return "counting"
-
-    def normalize_path(self, path: str) -> str:
-        return str(self.fs.normalize_path(path))
-
-    def get_file_info(self, paths: list[str]) -> list[pafs.FileInfo]:
-        return list(self.fs.get_file_info(paths))
-
-    def get_file_info_selector(self, selector: pafs.FileSelector) -> list[pafs.FileInfo]:
-        return list(self.fs.get_file_info(selector))
-
-    def open_input_file(self, path: str) -> Any:
-        self.opened.add(path)
-        return self.fs.open_input_file(path)
-
-    def open_input_stream(self, path: str) -> Any:
-        self.opened.add(path)
-        return self.fs.open_input_stream(path)
-
-    def _read_only(self, *_args: Any, **_kwargs: Any) -> Any:
-        raise OSError("the catalog is read here, never written")
-
-    create_dir = delete_dir = delete_dir_contents = delete_root_dir_contents = _read_only
-    delete_file = move = copy_file = open_output_stream = open_append_stream = _read_only
-
-
 def files_opened(
     con: duckdb.DuckDBPyConnection,
     query: str | EventsQuery,
@@ -291,14 +248,11 @@ def _local_opened(con: duckdb.DuckDBPyConnection, query: str, params: Sequence[A
 def _s3_opened(
     con: duckdb.DuckDBPyConnection, query: str | EventsFilter, params: Sequence[Any] | None
 ) -> int:
-    from hyperframes.catalog.location import s3_filesystem  # noqa: PLC0415
-    from hyperframes.catalog.schema import MARKER  # noqa: PLC0415
     from hyperframes.catalog.views import open_catalog  # noqa: PLC0415
 
-    handler = _CountingHandler(s3_filesystem())
-    counted = open_catalog(_root_of(con), filesystem=pafs.PyFileSystem(handler))
+    opened: set[str] = set()
+    counted = open_catalog(_root_of(con), observe=opened.update)
     try:
-        handler.opened.clear()  # the marker (and any listing) is no part file
         if isinstance(query, EventsFilter):
             with events_query_sql(counted, query) as (text, args):
                 run_sql(counted, text, args)
@@ -306,4 +260,4 @@ def _s3_opened(
             run_sql(counted, query, list(params) if params else None)
     finally:
         counted.close()
-    return len({p for p in handler.opened if not p.endswith("/" + MARKER)})
+    return len(opened)

@@ -78,6 +78,26 @@ _FILESYSTEMS: weakref.WeakKeyDictionary[duckdb.DuckDBPyConnection, pafs.FileSyst
     weakref.WeakKeyDictionary()
 )
 """The filesystem each bucket catalog's connection was opened with (for its partitions)."""
+Observer = Callable[[list[str]], None]
+_OBSERVERS: weakref.WeakKeyDictionary[duckdb.DuckDBPyConnection, Observer] = (
+    weakref.WeakKeyDictionary()
+)
+"""The ``observe`` callback each bucket catalog's connection was opened with."""
+
+
+class _ObservedDataset(pads.FileSystemDataset):  # type: ignore[misc]
+    """A bucket table whose every scan first tells ``observe`` the part files it opens: the
+    fragments left once the filter DuckDB pushes down has pruned the partitions (each is
+    opened for its footer; its row groups are pruned after). Python runs only here, on the
+    thread that asks for the scan, never in the I/O: a Python filesystem would be called
+    from pyarrow's I/O threads while DuckDB's scan holds the GIL, and could deadlock."""
+
+    observe: Observer
+
+    def scanner(self, columns: Any = None, filter: Any = None, **kw: Any) -> pads.Scanner:
+        self.observe([f.path for f in self.get_fragments(filter=filter)])
+        return super().scanner(columns=columns, filter=filter, **kw)
+
 
 DateRange = tuple[dt.date | None, dt.date | None]
 
@@ -100,11 +120,15 @@ def _bucket_parts(
 
 
 def _arrow_dataset(
-    loc: Location, table: str, fs: pafs.FileSystem, parts: list[pafs.FileInfo] | None = None
+    loc: Location,
+    table: str,
+    fs: pafs.FileSystem,
+    parts: list[pafs.FileInfo] | None = None,
+    observe: Observer | None = None,
 ) -> pads.Dataset | None:
     """A dataset of ``parts`` (default: every part of the table, listed now), with the hive
     partitions; each fragment knows its size from the listing, so reading a part costs no
-    request for it (a HEAD per part, before)."""
+    request for it (a HEAD per part, before). With ``observe``: a :class:`_ObservedDataset`."""
     if parts is None:
         parts = _bucket_parts(fs, loc, table, loc.path(table))
     if not parts:
@@ -123,7 +147,11 @@ def _arrow_dataset(
         except TypeError:  # pyarrow < 16 takes no size
             frag = fmt.make_fragment(info.path, filesystem=fs, partition_expression=where)
         fragments.append(frag)
-    return pads.FileSystemDataset(fragments, schema, fmt, fs)
+    if observe is None:
+        return pads.FileSystemDataset(fragments, schema, fmt, fs)
+    observed = _ObservedDataset(fragments, schema, fmt, fs)
+    observed.observe = observe
+    return observed
 
 
 def _local_source(loc: Location, table: str) -> str:
@@ -161,13 +189,15 @@ def open_catalog(
     tolerance_s: float = DEFAULT_TOLERANCE_S,
     filesystem: pafs.FileSystem | None = None,
     threads: int | None = None,
+    observe: Observer | None = None,
 ) -> duckdb.DuckDBPyConnection:
     """A fresh DuckDB connection with the catalog at ``root`` (a directory or ``s3://B/P``)
     as views (see the module doc).
 
     ``tolerance_s``: the gap that still joins two segments in ``coverage`` and ``drives``.
     ``filesystem``: the pyarrow filesystem for a root in a bucket (default: S3 from the
-    environment). ``threads``: DuckDB's threads (default: its own choice).
+    environment). ``threads``: DuckDB's threads (default: its own choice). ``observe``
+    (a root in a bucket): called with the part files each scan of a table opens.
 
     Raises :class:`~hyperframes.catalog.errors.CatalogError` for a root with no catalog,
     or one of a newer version than this reader.
@@ -183,7 +213,7 @@ def open_catalog(
         if fs is not None:
 
             def source(table: str) -> str:
-                dataset = _arrow_dataset(loc, table, fs)
+                dataset = _arrow_dataset(loc, table, fs, observe=observe)
                 if dataset is None:
                     return f"({sql.empty_relation(table)})"
                 con.register(f"_arrow_{table}", dataset)
@@ -217,6 +247,8 @@ def open_catalog(
         raise
     if fs is not None:
         _FILESYSTEMS[con] = fs
+        if observe is not None:
+            _OBSERVERS[con] = observe
     return con
 
 
@@ -338,7 +370,7 @@ def partition_sources(
                 source = f"({sql.parquet_relation(table, found)})"
             else:
                 name = f"_parts_{table}_{uuid.uuid4().hex[:12]}"
-                con.register(name, _arrow_dataset(loc, table, fs, found))
+                con.register(name, _arrow_dataset(loc, table, fs, found, _OBSERVERS.get(con)))
                 registered.append(name)
                 source = name
             out[table] = f"({sql.table_view(table, source)})"
