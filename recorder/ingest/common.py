@@ -245,12 +245,13 @@ class FrameRouter:
         payload: memoryview,
         receive_ns: int,
     ) -> IngestFrame | None:
-        counters = self._stats.streams[stream.id]
-        tracker = self._seq.get(stream.id)
+        sid = stream.id
+        counters = self._stats.streams[sid]
+        tracker = self._seq.get(sid)
         if tracker is None:
-            tracker = self._seq[stream.id] = SeqTracker()
+            tracker = self._seq[sid] = SeqTracker()
         result = tracker.observe(seq, timestamp_ns, receive_ns)
-        self._count_lost(stream.id, result.lost)
+        self._count_lost(sid, result.lost)
         if result.verdict is SeqVerdict.DUPLICATE:
             counters.record_drop(DropReason.DUPLICATE)
             self._log.warning(
@@ -265,7 +266,7 @@ class FrameRouter:
             )  # fmt: skip
         counters.record_frame(payload.nbytes)
         return IngestFrame(
-            stream.id, timestamp_ns, payload, flags & INGEST_FLAGS, seq, receive_ns, duration_ns
+            sid, timestamp_ns, payload, flags & INGEST_FLAGS, seq, receive_ns, duration_ns
         )
 
     def _reject(self, stream: StreamConfig | None, topic: bytes, exc: WireError) -> None:
