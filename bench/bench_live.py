@@ -35,7 +35,8 @@ recorder's live extra (``one-client - off``) against the floor's sending cost
 (``floor - floor-idle``) and their ratio: how much the live view costs over
 sending the same messages with foxglove-sdk and nothing else.
 
-``serve``: ``hyperframes serve`` time to first message after a seek (helper A's).
+``serve``: ``hyperframes serve`` time to first message after a seek, local and from moto
+(bench/bench_live_serve.py, which also runs alone with its options).
 """
 
 from __future__ import annotations
