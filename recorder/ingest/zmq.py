@@ -156,6 +156,14 @@ class ZmqSource:
             raw.get(zmq.EVENTS)
             wake.set()
 
+        net: asyncio.TimerHandle | None = None
+
+        def safety_net() -> None:  # wake is prompt; this only bounds a missed edge to 1 s
+            nonlocal net
+            wake.set()
+            net = loop.call_later(1.0, safety_net)
+
+        net = loop.call_later(1.0, safety_net)
         loop.add_reader(fd, on_readable)
         events = asyncio.create_task(self._watch_events(), name=f"zmq-{self.name}-events")
         stop_watch = asyncio.ensure_future(stopping.wait())
@@ -163,24 +171,23 @@ class ZmqSource:
         try:
             while True:
                 got = await self._read_batch(raw)
-                if got:
-                    if got >= _BATCH:
-                        await asyncio.sleep(0)  # let the pump and the ticker run
+                if got >= _BATCH:
+                    await asyncio.sleep(0)  # let the pump and the ticker run
                     continue
                 if stopping.is_set():
                     break
-                # The FD is edge-triggered: EVENTS was read by the last recv attempt,
-                # so a message arriving from now on makes it readable again.
+                # A batch short of _BATCH ended on zmq.Again, which read EVENTS: the FD is
+                # edge-triggered, so a message arriving from now on makes it readable again.
                 if int(raw.get(zmq.EVENTS)) & zmq.POLLIN:
                     continue
                 wake.clear()
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(1.0):  # a safety net only: wake is prompt
-                        await wake.wait()
+                await wake.wait()
             deadline = time.monotonic() + drain_s
             while time.monotonic() < deadline and await self._read_batch(raw):
                 pass
         finally:
+            if net is not None:
+                net.cancel()
             stop_watch.cancel()
             events.cancel()
             loop.remove_reader(fd)
