@@ -11,10 +11,8 @@ respected); without node and npm the tests skip (``scripts/setup.sh dev`` instal
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -25,40 +23,15 @@ from hyperframes.mcap import export_mcap
 
 import faulty_recording as fr
 import mcap_kinds
+import npm_packages
 
-JS = Path(__file__).parent / "js"
+JS = npm_packages.JS
 
 
 @pytest.fixture(scope="session")
 def node_modules() -> Path:
     """The npm packages of tests/js, installed once per lock file into the user's cache."""
-    node, npm = shutil.which("node"), shutil.which("npm")
-    if node is None or npm is None:
-        pytest.skip("node and npm are needed to read the export as Foxglove Studio does "
-                    "(scripts/setup.sh dev installs them)")  # fmt: skip
-    files = ("package.json", "package-lock.json")
-    key = hashlib.sha256(b"".join((JS / f).read_bytes() for f in files)).hexdigest()[:16]
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "hyperframes-npm"
-    done = base / key
-    if not (done / "node_modules" / ".installed").exists():
-        work = base / f"{key}.{os.getpid()}.tmp"
-        shutil.rmtree(work, ignore_errors=True)
-        work.mkdir(parents=True)
-        for f in files:
-            shutil.copy(JS / f, work / f)
-        r = subprocess.run(
-            [npm, "ci", "--ignore-scripts", "--no-audit", "--no-fund", "--loglevel=error"],
-            cwd=work, capture_output=True, text=True, timeout=600, check=False,
-        )  # fmt: skip
-        if r.returncode != 0:
-            shutil.rmtree(work, ignore_errors=True)
-            pytest.fail(f"npm ci in {work} failed (exit {r.returncode}): {r.stderr[-2000:]}")
-        (work / "node_modules" / ".installed").touch()
-        try:
-            work.rename(done)
-        except OSError:  # another process installed it meanwhile
-            shutil.rmtree(work, ignore_errors=True)
-    return done / "node_modules"
+    return npm_packages.node_modules()
 
 
 def _node(node_modules: Path, *args: str) -> dict[str, Any]:
