@@ -45,9 +45,16 @@ def bucket(s3_store: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> It
 
 
 def same_frames(remote: HyperframeReader, local: HyperframeReader) -> None:
+    """Every frame equal: one by one (a ranged GET each) for a small file, in coalesced
+    ranges (``read_range``) for a large one (810 GETs one by one took 29 s on Ceph)."""
     assert remote.frame_count == local.frame_count
     for sid in local.streams:
-        for a, b in zip(remote.frames(sid), local.frames(sid), strict=True):
+        if local.frame_count <= 200:
+            pairs = zip(remote.frames(sid), local.frames(sid), strict=True)
+        else:
+            span = (local.start_ns, local.end_ns)
+            pairs = zip(remote.read_range(sid, *span), local.read_range(sid, *span), strict=True)
+        for a, b in pairs:
             assert (a.timestamp_ns, a.tobytes()) == (b.timestamp_ns, b.tobytes())
 
 
