@@ -136,7 +136,7 @@ def bench_serve(args: argparse.Namespace) -> None:
                 url = store.with_bucket("bench").url("drive/")
                 with Player(resolve_sources(url), port=0) as p:
                     open_s = time.monotonic() - t
-                    first = p.readers[0].remote  # opened at start; the others: a header each
+                    first = p.reader(0).remote  # opened at start; the others: a header each
                     n = first.stats.requests if first is not None else 0
                     extra = f"; open: {n} requests for the first segment, 1 for each other"
                     report("moto", open_s, seek_latencies(p, seeks, rng), extra)

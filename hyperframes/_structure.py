@@ -10,6 +10,7 @@ compatibility); only what cannot be read is rejected.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Final
 
@@ -43,7 +44,8 @@ from hyperframes.format.structure import (
     stream_order,
     stream_slices,
 )
-from hyperframes.storage.source import Fd, pread_exact
+from hyperframes.storage.objects import client_for, fail, is_url, split_s3_url
+from hyperframes.storage.source import Fd, HeldBytes, pread_exact
 from hyperframes.storage.source import file_size as _file_size
 
 _LITTLE_ENDIAN: Final = int(HeaderFlags.LITTLE_ENDIAN)  # plain int: IntFlag ops cost ~1 us
@@ -51,6 +53,7 @@ _LITTLE_ENDIAN: Final = int(HeaderFlags.LITTLE_ENDIAN)  # plain int: IntFlag ops
 __all__ = [
     "Structure",
     "read_header",
+    "read_head",
     "read_meta",
     "load_structure",
     "check_entries",
@@ -94,6 +97,27 @@ def read_header(fd: Fd, path: str, file_size: int) -> Header:
     if header.window_ns <= 0:
         raise CorruptFileError(path, "window length is 0", 52)
     return header
+
+
+def read_head(path: str, file_size: int | None = None) -> Header:
+    """The checked header of ``path`` (a file, or an ``s3://`` object) read alone: one
+    512-byte ``pread``, or one ranged GET (its ``Content-Range`` tells the size). Finalized
+    or not: the caller decides. ``file_size``: a local file's size when already known."""
+    if not is_url(path):
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        try:
+            return read_header(fd, path, os.fstat(fd).st_size if file_size is None else file_size)
+        finally:
+            os.close(fd)
+    bucket, key = split_s3_url(path)
+    try:
+        got = client_for().get_object(Bucket=bucket, Key=key, Range=f"bytes=0-{HEADER_SIZE - 1}")
+        data: bytes = got["Body"].read()
+    except Exception as exc:  # botocore raises many kinds; all become RemoteError
+        raise fail(path, exc) from None
+    total = str(got.get("ContentRange", "")).rpartition("/")[2]
+    size = int(total) if total.isdigit() else len(data)
+    return read_header(HeldBytes(data, size), path, size)
 
 
 def _region(path: str, what: str, offset: int, size: int, lo: int, hi: int) -> None:

@@ -303,7 +303,7 @@ def test_serve_from_a_bucket_reads_tables_only_until_played(bucket: Any, opened:
     assert [u.rsplit("/", 1)[1] for u in urls] == ["seg0.hf", "seg1.hf"]
     with serve(store.url("drive/"), port=0) as p:
         assert opened == ["seg0.hf"]  # the other file: its header only, until played
-        remote = p.readers[0].remote  # the open one: the first in time and by name
+        remote = p.reader(0).remote  # the open one: the first in time and by name
         assert opened == ["seg0.hf"] and remote is not None and remote.stats.requests <= 3
         with connect(p) as c:
             c.playback(PLAYING, 20.0, p.start_ns)
@@ -383,7 +383,7 @@ def test_serve_opens_only_the_files_playback_reaches(tmp_path: Path, opened: lis
     frame before the time); at most 4 stay open however many were played."""
     slow_drive(tmp_path, 12)
     with serve(tmp_path, port=0) as p, connect(p) as c:
-        assert opened == ["seg000.hf"] and len(p.readers) == 12
+        assert opened == ["seg000.hf"] and len(p.segments) == 12
         assert (p.start_ns, p.end_ns) == (BASE_NS, BASE_NS + 12 * S)
         c.playback(PLAYING, 1.0, BASE_NS + 7_300 * MS)
         assert c.messages(25, timeout=5)[-1].log_time < BASE_NS + 7_800 * MS

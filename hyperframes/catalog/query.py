@@ -212,7 +212,8 @@ def files_opened(
 
     A local catalog: DuckDB's own count (``EXPLAIN ANALYZE``: the files each Parquet scan
     read, each counted once). A catalog in a bucket: the query runs again on a fresh
-    connection whose S3 filesystem records every object it opens.
+    connection whose table scans record the part files left once the pushed-down filter
+    has pruned the partitions (``open_catalog(observe=...)``).
     """
     if isinstance(query, EventsQuery):
         f = query.resolve(now_ns)

@@ -33,7 +33,7 @@ def _serve(args: argparse.Namespace) -> int:
     try:
         span = (player.end_ns - player.start_ns) / 1e9
         print(
-            f"serving {len(player.readers)} file(s), {len(player.streams)} streams, "
+            f"serving {len(player.segments)} file(s), {len(player.streams)} streams, "
             f"{span:.1f} s on ws://{args.host}:{player.port} (Foxglove: open connection, "
             "Foxglove WebSocket); Ctrl-C stops",
             file=sys.stderr,

@@ -39,7 +39,7 @@ from typing import Self
 
 import numpy as np
 
-from hyperframes._structure import _table, read_header, read_meta
+from hyperframes._structure import _table, read_head, read_meta
 from hyperframes.drive.plan import Gap, SpanIndex, StreamChange, find_gaps, stream_changes
 from hyperframes.errors import DriveError, FrameNotFoundError, HyperframesError
 from hyperframes.format.layout import WINDOW_DTYPE, WINDOW_FLAG_HAS_LATE, Header, HeaderFlags
@@ -149,11 +149,7 @@ class Segment:
     @classmethod
     def open(cls, path: Path, size: int) -> Segment:
         """Read and check the header; raises a :class:`HyperframesError` on damage."""
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-        try:
-            h = read_header(fd, os.fspath(path), size)
-        finally:
-            os.close(fd)
+        h = read_head(os.fspath(path), size)
         if not h.flags & HeaderFlags.FINALIZED:
             raise DriveError(
                 path, "not finalized (a .hf name but no index); run hyperframes recover"

@@ -54,18 +54,17 @@ from foxglove.websocket import (
     PlaybackStatus,
 )
 
-from hyperframes._structure import read_header
+from hyperframes._structure import read_head
 from hyperframes.errors import HyperframesError, NotFinalizedError
 from hyperframes.format import search
-from hyperframes.format.layout import HEADER_SIZE, FrameFlags, Header
+from hyperframes.format.layout import FrameFlags, Header
 from hyperframes.format.streams import StreamInfo
 from hyperframes.live.server import LiveServer
 from hyperframes.mcap.schemas import Codec, channel_for
 from hyperframes.reader import HyperframeReader
-from hyperframes.storage.objects import client_for, fail, is_url, list_urls, split_s3_url
-from hyperframes.storage.source import HeldBytes
+from hyperframes.storage.objects import is_url, list_urls
 
-__all__ = ["resolve_sources", "read_head", "Player", "serve"]
+__all__ = ["resolve_sources", "Player", "serve"]
 
 log = logging.getLogger(__name__)
 _CHUNK_NS = 250_000_000  # drive time read at once
@@ -100,27 +99,10 @@ def resolve_sources(path: str | os.PathLike[str]) -> list[str]:
     return files
 
 
-def read_head(path: str) -> Header:
-    """The checked header of the finalized file ``path`` alone: one 512-byte read (a
-    ranged GET from a bucket). Raises what opening the file would raise on damage."""
-    if is_url(path):
-        bucket, key = split_s3_url(path)
-        try:
-            got = client_for().get_object(
-                Bucket=bucket, Key=key, Range=f"bytes=0-{HEADER_SIZE - 1}"
-            )
-            data: bytes = got["Body"].read()
-        except Exception as exc:  # botocore raises many kinds; all become RemoteError
-            raise fail(path, exc) from None
-        total = str(got.get("ContentRange", "")).rpartition("/")[2]
-        size = int(total) if total.isdigit() else len(data)
-        h = read_header(HeldBytes(data, size), path, size)
-    else:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-        try:
-            h = read_header(fd, path, os.fstat(fd).st_size)
-        finally:
-            os.close(fd)
+def _finalized_head(path: str) -> Header:
+    """``path``'s header alone (:func:`~hyperframes._structure.read_head`), which must be
+    a finalized file's."""
+    h = read_head(path)
     if not h.finalized:
         raise NotFinalizedError(path)
     return h
@@ -172,28 +154,6 @@ class _Segment:
     end_ns: int
 
 
-class _Readers:
-    """``Player.readers``: the files' readers in time order, each opened when indexed (a
-    reader may be closed again once :data:`_OPEN` others were used since); ``len`` opens
-    nothing."""
-
-    def __init__(self, player: Player) -> None:
-        self._player = player
-
-    def __len__(self) -> int:
-        return len(self._player.segments)
-
-    def __getitem__(self, i: int) -> HyperframeReader:
-        k = range(len(self))[i]
-        src = self._player._open(k)
-        if src is None:
-            raise self._player._failed[k]
-        return src.reader
-
-    def __iter__(self) -> Iterator[HyperframeReader]:
-        return (self[i] for i in range(len(self)))
-
-
 class Player:
     """Plays the files of one drive to a :class:`LiveServer` (see the module docstring).
 
@@ -222,7 +182,7 @@ class Player:
         try:
             self.streams: list[StreamInfo] = _stream_table(first, streams)
             with ThreadPoolExecutor(min(_HEAD_THREADS, len(paths))) as pool:
-                heads = [first.header, *pool.map(read_head, paths[1:])]
+                heads = [first.header, *pool.map(_finalized_head, paths[1:])]
         except BaseException:
             first.close()
             raise
@@ -234,7 +194,6 @@ class Player:
         """The files in time order (their spans from their headers)."""
         self._starts = [s.start_ns for s in self.segments]
         self._open_files[order.index(0)] = _Source(first, self._ids(first))
-        self.readers = _Readers(self)
         self._video = {s.id for s in self.streams if channel_for(s).codec is Codec.VIDEO}
         self.start_ns = self.segments[0].start_ns
         self.end_ns = max(s.end_ns for s in self.segments)
@@ -333,6 +292,15 @@ class Player:
             elif t is not None:
                 ids[s.id] = t.id
         return ids
+
+    def reader(self, i: int) -> HyperframeReader:
+        """The reader of segment ``i`` (in time order), opened if it is not (it may be
+        closed again once :data:`_OPEN` others were used since); raises what its opening
+        raised for a file that does not open."""
+        src = self._open(i)
+        if src is None:
+            raise self._failed[i]
+        return src.reader
 
     def _open(self, i: int) -> _Source | None:
         """Segment ``i``, opened (its tables read) if it is not; the least recently used
